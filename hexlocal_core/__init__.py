@@ -1,0 +1,1 @@
+"""hexlocal core: the engine (no MCP, no CLI, no printing)."""

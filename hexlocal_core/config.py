@@ -1,0 +1,263 @@
+"""Settings: the only place hexlocal reads its environment.
+
+Every knob has a default. A malformed value never stops hexlocal: it falls back to the
+default and leaves one warning naming the variable, the bad value and the default used
+(`Settings.warnings`, also logged). Secrets are kept in `Secret`, which never shows its
+value in `repr`, `str`, logs or errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from attrs import field, frozen
+
+log = logging.getLogger("hexlocal.config")
+
+T = TypeVar("T")
+
+DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+DEFAULT_AI_API_URL = "https://api.mistral.ai/v1"
+DEFAULT_HEX_API_URL = "https://hex.pm/api"
+DEFAULT_HEX_MIRROR = "https://repo.hex.pm"
+DEFAULT_GITHUB_API_URL = "https://api.github.com"
+
+
+@frozen(repr=False)
+class Secret:
+    """A value that must never be printed. `reveal()` is the one way to read it."""
+
+    _value: str
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('****')" if self._value else "Secret('')"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def masked(self) -> str:
+        if not self._value:
+            return "(unset)"
+        return f"set ({len(self._value)} chars)"
+
+
+def _user_data_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("hexlocal", appauthor=False))
+
+
+def default_database_path(project_root: Path) -> Path:
+    """One index per project: a file keyed by the resolved project root."""
+    root = project_root.resolve()
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", root.name or "root").strip("-")[:40] or "root"
+    key = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    return _user_data_dir() / "indexes" / f"{slug}-{key}.db"
+
+
+class _Reader:
+    """Reads typed values from an env mapping, collecting warnings for malformed ones."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+        self.warnings: list[str] = []
+
+    def raw(self, name: str) -> str | None:
+        value = self.env.get(name)
+        if value is None or value.strip() == "":
+            return None
+        return value.strip()
+
+    def _fallback(self, name: str, value: str, default: Any, why: str) -> Any:
+        msg = f"{name}={value!r} is not valid ({why}); using the default {default!r}"
+        self.warnings.append(msg)
+        log.warning(msg)
+        return default
+
+    def string(self, name: str, default: str) -> str:
+        return self.raw(name) or default
+
+    def integer(self, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            return self._fallback(name, value, default, "not a whole number")
+        if number < minimum:
+            return self._fallback(name, value, default, f"must be at least {minimum}")
+        if maximum is not None and number > maximum:
+            return self._fallback(name, value, default, f"must be at most {maximum}")
+        return number
+
+    def number(self, name: str, default: float, *, minimum: float, maximum: float) -> float:
+        value = self.raw(name)
+        if value is None:
+            return default
+        try:
+            number = float(value)
+        except ValueError:
+            return self._fallback(name, value, default, "not a number")
+        if not (minimum <= number <= maximum):
+            return self._fallback(name, value, default, f"must be between {minimum} and {maximum}")
+        return number
+
+    def url(self, name: str, default: str) -> str:
+        value = self.raw(name)
+        if value is None:
+            return default
+        if not re.match(r"^https?://[^\s/]+", value):
+            return self._fallback(name, value, default, "not an http(s) URL")
+        return value.rstrip("/")
+
+    def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
+        value = self.raw(name)
+        if value is None:
+            return default
+        if value.lower() not in choices:
+            return self._fallback(name, value, default, f"expected one of {', '.join(choices)}")
+        return value.lower()
+
+    def path(self, name: str, default: Callable[[], Path]) -> Path:
+        value = self.raw(name)
+        return Path(value).expanduser() if value else default()
+
+
+@frozen
+class Settings:
+    """Every knob of hexlocal; see the README's settings table."""
+
+    project_root: Path
+    database_path: Path
+    ingest_timeout_ms: int = 25_000
+    embed_batch_size: int = 200
+    embed_concurrency: int = 2
+    embed_pause_ms: int = 0
+    ai_api_key: Secret = field(factory=lambda: Secret(""))
+    ai_api_url: str = DEFAULT_AI_API_URL
+    ai_embed_model: str = DEFAULT_EMBED_MODEL
+    ai_chat_model_small: str = "mistral-small-latest"
+    ai_chat_model_large: str = "mistral-large-latest"
+    ai_rerank_model: str = DEFAULT_RERANK_MODEL
+    hex_api_url: str = DEFAULT_HEX_API_URL
+    hex_mirror: str = DEFAULT_HEX_MIRROR
+    github_token: Secret = field(factory=lambda: Secret(""))
+    github_api_url: str = DEFAULT_GITHUB_API_URL
+    embed_model_dir: Path | None = None  # a local folder with the embedder's files
+    rerank_model_dir: Path | None = None  # a local folder with the cross-encoder's files
+    model_cache_dir: Path = field(factory=lambda: _user_data_dir() / "models")
+    max_docs_bytes: int = 200 * 1024 * 1024  # compressed and uncompressed tarball cap
+    http_timeout_s: float = 30.0
+    memory_create_below: float = 0.80
+    memory_discard_above: float = 0.90
+    memory_duplicate_at: float = 0.97
+    mcp_log_file: Path | None = None
+    mcp_log_level: str = "info"
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def uses_local_embedder(self) -> bool:
+        return self.ai_embed_model in (DEFAULT_EMBED_MODEL, "local", "all-MiniLM-L6-v2")
+
+    @property
+    def rerank_enabled(self) -> bool:
+        return self.ai_rerank_model.lower() not in ("off", "none", "false", "0", "")
+
+    def describe(self) -> dict[str, str]:
+        """Every setting as text for `doctor`, secrets masked."""
+        out: dict[str, str] = {}
+        for name in _ENV_NAMES:
+            value = getattr(self, name.lower())
+            out[name] = value.masked() if isinstance(value, Secret) else str(value)
+        return out
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        r = _Reader(os.environ if env is None else env)
+        project_root = Path(r.string("PROJECT_ROOT", os.getcwd())).expanduser().resolve()
+        values: dict[str, Any] = dict(
+            project_root=project_root,
+            database_path=r.path("DATABASE_PATH", lambda: default_database_path(project_root)),
+            ingest_timeout_ms=r.integer("INGEST_TIMEOUT_MS", 25_000, minimum=1, maximum=3_600_000),
+            embed_batch_size=r.integer("EMBED_BATCH_SIZE", 200, minimum=1, maximum=10_000),
+            embed_concurrency=r.integer("EMBED_CONCURRENCY", 2, minimum=1, maximum=64),
+            embed_pause_ms=r.integer("EMBED_PAUSE_MS", 0, minimum=0, maximum=600_000),
+            ai_api_key=Secret(r.raw("AI_API_KEY") or ""),
+            ai_api_url=r.url("AI_API_URL", DEFAULT_AI_API_URL),
+            ai_embed_model=r.string("AI_EMBED_MODEL", DEFAULT_EMBED_MODEL),
+            ai_chat_model_small=r.string("AI_CHAT_MODEL_SMALL", "mistral-small-latest"),
+            ai_chat_model_large=r.string("AI_CHAT_MODEL_LARGE", "mistral-large-latest"),
+            ai_rerank_model=r.string("AI_RERANK_MODEL", DEFAULT_RERANK_MODEL),
+            hex_api_url=r.url("HEX_API_URL", DEFAULT_HEX_API_URL),
+            hex_mirror=r.url("HEX_MIRROR", DEFAULT_HEX_MIRROR),
+            github_token=Secret(r.raw("GITHUB_TOKEN") or ""),
+            github_api_url=r.url("GITHUB_API_URL", DEFAULT_GITHUB_API_URL),
+            embed_model_dir=_opt_path(r.raw("HEXLOCAL_EMBED_MODEL_DIR")),
+            rerank_model_dir=_opt_path(r.raw("HEXLOCAL_RERANK_MODEL_DIR")),
+            model_cache_dir=r.path("HEXLOCAL_MODEL_CACHE", lambda: _user_data_dir() / "models"),
+            max_docs_bytes=r.integer(
+                "HEXLOCAL_MAX_DOCS_BYTES", 200 * 1024 * 1024, minimum=1024, maximum=4 * 1024**3
+            ),
+            http_timeout_s=r.number("HEXLOCAL_HTTP_TIMEOUT_S", 30.0, minimum=0.1, maximum=600.0),
+            memory_create_below=r.number("MEMORY_CREATE_BELOW", 0.80, minimum=0.0, maximum=1.0),
+            memory_discard_above=r.number("MEMORY_DISCARD_ABOVE", 0.90, minimum=0.0, maximum=1.0),
+            memory_duplicate_at=r.number("MEMORY_DUPLICATE_AT", 0.97, minimum=0.0, maximum=1.0),
+            mcp_log_file=_opt_path(r.raw("MCP_LOG_FILE")),
+            mcp_log_level=r.choice(
+                "MCP_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
+            ),
+        )
+        values.update(overrides)
+        values["warnings"] = tuple(r.warnings)
+        return cls(**values)
+
+
+def _opt_path(value: str | None) -> Path | None:
+    return Path(value).expanduser() if value else None
+
+
+_ENV_NAMES = (
+    "PROJECT_ROOT",
+    "DATABASE_PATH",
+    "INGEST_TIMEOUT_MS",
+    "EMBED_BATCH_SIZE",
+    "EMBED_CONCURRENCY",
+    "EMBED_PAUSE_MS",
+    "AI_API_KEY",
+    "AI_API_URL",
+    "AI_EMBED_MODEL",
+    "AI_CHAT_MODEL_SMALL",
+    "AI_CHAT_MODEL_LARGE",
+    "AI_RERANK_MODEL",
+    "HEX_API_URL",
+    "HEX_MIRROR",
+    "GITHUB_TOKEN",
+    "GITHUB_API_URL",
+    "MCP_LOG_FILE",
+    "MCP_LOG_LEVEL",
+)
+
+# Every variable Settings reads; the test fixture clears these so the host never leaks in.
+ENV_VARIABLES = _ENV_NAMES + (
+    "HEXLOCAL_EMBED_MODEL_DIR",
+    "HEXLOCAL_RERANK_MODEL_DIR",
+    "HEXLOCAL_MODEL_CACHE",
+    "HEXLOCAL_MAX_DOCS_BYTES",
+    "HEXLOCAL_HTTP_TIMEOUT_S",
+    "MEMORY_CREATE_BELOW",
+    "MEMORY_DISCARD_ABOVE",
+    "MEMORY_DUPLICATE_AT",
+)

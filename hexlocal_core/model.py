@@ -1,0 +1,322 @@
+"""The values the engine passes around. All are attrs frozen classes: built once, never mutated.
+
+Expected outcomes (a degraded stage, a replaced version) travel as `Notice` values inside
+results; only failures the caller must act on are exceptions (see `errors.py`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from attrs import field, frozen
+
+
+def sha256_text(text: str) -> str:
+    """The content hash used everywhere (chunks, embedding cache, memories)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class DocType(StrEnum):
+    MODULE = "module"
+    BEHAVIOUR = "behaviour"
+    PROTOCOL = "protocol"
+    EXCEPTION = "exception"
+    TASK = "task"
+    FUNCTION = "function"
+    MACRO = "macro"
+    CALLBACK = "callback"
+    MACROCALLBACK = "macrocallback"
+    TYPE = "type"
+    OPAQUE = "opaque"
+    EXTRAS = "extras"
+
+
+class SourceKind(StrEnum):
+    """Where an item's text came from."""
+
+    HEXDOCS = "hexdocs"
+    BEAM = "beam"
+    PROJECT = "project"
+
+
+class VersionSource(StrEnum):
+    """Which link of the resolution chain chose the version."""
+
+    EXPLICIT = "explicit"
+    MIX_LOCK = "mix.lock"
+    BUILD = "_build"
+    HEX_LATEST = "hex latest stable"
+    TOOL_VERSIONS = "pinned elixir"
+    ELIXIR_ON_PATH = "elixir on PATH"
+    INDEXED = "indexed"
+
+
+@frozen
+class Notice:
+    """Something the caller should know about a result: a degradation, a replacement, drift."""
+
+    code: str  # stable machine key, e.g. "rerank_unavailable", "version_replaced"
+    message: str  # one or two sentences for a person or an assistant, naming the fix
+
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
+
+@frozen
+class PackageRef:
+    name: str
+    version: str
+
+
+@frozen
+class ResolvedVersion:
+    name: str
+    version: str
+    source: VersionSource
+    detail: str = ""  # e.g. the mix.lock path that pinned it
+    lock_entry: Any = None  # versions.LockEntry when the lock pinned it (git/path deps matter)
+    notices: tuple[Notice, ...] = ()
+
+
+@frozen
+class DocItem:
+    """One documented thing (module doc, function, guide section) as published.
+
+    `markdown` is the text exactly as the package published it (search_data `doc`, the
+    page's .md section, or a rendering of the BEAM doc); chunks are slices of it.
+    """
+
+    package: str
+    version: str
+    ref: str  # ExDoc anchor ref: "Jason.html#decode/2", "readme.html#installation"
+    title: str  # "Jason.decode/2"
+    doc_type: DocType
+    markdown: str
+    module: str | None = None
+    function: str | None = None  # name without arity: "decode"
+    arity: int | None = None
+    signature: str | None = None  # "decode(input, opts \\\\ [])"
+    deprecated: str | None = None  # deprecation message, or None
+    hexdocs_url: str = ""
+    source_url: str | None = None
+    source: SourceKind = SourceKind.HEXDOCS
+    since: str | None = None
+
+    @property
+    def page(self) -> str:
+        return self.ref.split("#", 1)[0]
+
+
+@frozen
+class Chunk:
+    """A slice of one DocItem's markdown, sized for the embedder.
+
+    `content` is byte-identical to a contiguous range of `item.markdown`; the chunks of an
+    item concatenate back to it.
+    """
+
+    item: DocItem
+    ordinal: int
+    content: str
+    has_example: bool = False
+
+    @property
+    def content_hash(self) -> str:
+        return sha256_text(self.content)
+
+    def embedding_text(self) -> str:
+        """What the embedder sees: the item's identity as context, then the stored text."""
+        head = self.item.title
+        if self.item.signature and self.item.signature not in head:
+            head = f"{head} {self.item.signature}"
+        return f"{head}\n{self.content}" if head else self.content
+
+
+@frozen
+class Hit:
+    """One search result, citable on its own."""
+
+    chunk_id: int
+    package: str
+    version: str
+    ref: str
+    title: str
+    doc_type: str
+    content: str
+    hexdocs_url: str
+    source_url: str | None
+    module: str | None = None
+    function: str | None = None
+    arity: int | None = None
+    signature: str | None = None
+    deprecated: str | None = None
+    source: str = SourceKind.HEXDOCS.value
+    has_example: bool = False
+    # Ranks and scores that placed it (1-based ranks; None when that arm did not see it).
+    fts_rank: int | None = None
+    vec_rank: int | None = None
+    fused_rank: int | None = None
+    rerank_score: float | None = None
+    final_rank: int | None = None
+    exact: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        from attrs import asdict
+
+        return asdict(self)
+
+
+@frozen
+class SearchResult:
+    package: str
+    version: str | None
+    query: str
+    hits: tuple[Hit, ...] = ()
+    notices: tuple[Notice, ...] = ()
+    version_source: str | None = None
+    timings_ms: Mapping[str, float] = field(factory=dict)
+    ingestion: Mapping[str, Any] | None = None  # progress when the answer waits on a job
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "version": self.version,
+            "query": self.query,
+            "version_source": self.version_source,
+            "results": [h.to_dict() for h in self.hits],
+            "notices": [n.to_dict() for n in self.notices],
+            "ingestion": dict(self.ingestion) if self.ingestion else None,
+        }
+
+
+@frozen
+class IndexedPackage:
+    name: str
+    version: str
+    source: str
+    status: str  # complete | partial | failed
+    chunk_count: int
+    item_count: int
+    chunker_version: int
+    ingested_at: str
+    embed_model: str | None = None
+
+
+@frozen
+class IngestProgress:
+    """Reported through a callback while a job runs."""
+
+    package: str
+    version: str
+    phase: str  # resolving | downloading | parsing | embedding | writing | done | failed
+    items: int = 0
+    chunks_total: int = 0
+    chunks_embedded: int = 0
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        from attrs import asdict
+
+        return asdict(self)
+
+
+@frozen
+class IngestReport:
+    package: str
+    version: str
+    source: str
+    items: int
+    chunks: int
+    embedded: int  # vectors computed now
+    reused: int  # vectors taken from the cache by content hash
+    seconds: float
+    notices: tuple[Notice, ...] = ()
+    skipped: Mapping[str, int] = field(factory=dict)  # e.g. {"corrupt_beam": 2}
+
+
+@frozen
+class Memory:
+    id: int
+    text: str
+    curated: bool
+    created_at: str
+    updated_at: str
+    package: str | None = None
+    version: str | None = None
+    tags: tuple[str, ...] = ()
+    deprecated: bool = False
+    stale: bool = False
+    history: tuple[Mapping[str, Any], ...] = ()
+
+
+@frozen
+class UsageEvent:
+    model: str
+    kind: str  # embed | chat | rerank
+    prompt_tokens: int
+    completion_tokens: int = 0
+    success: bool = True
+    local: bool = False
+    at: datetime | None = None  # filled by the sink when None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@frozen
+class ChatReply:
+    text: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@frozen
+class HexRelease:
+    version: str
+    has_docs: bool = True
+
+
+@frozen
+class HexPackageInfo:
+    """What hexlocal needs from `GET {HEX_API_URL}/packages/{name}`."""
+
+    name: str
+    releases: tuple[HexRelease, ...]  # as the API lists them (SemVer-descending)
+    latest_version: str | None
+    latest_stable_version: str | None
+    docs_html_url: str | None = None
+    links: Mapping[str, str] = field(factory=dict)
+
+
+@frozen
+class IssueQuery:
+    text: str
+    repo: str | None = None  # owner/name
+    org: str | None = None
+    type: str | None = None  # issue | pr | None for both
+    state: str | None = None  # open | closed | None for both
+    limit: int = 10
+
+
+@frozen
+class IssueHit:
+    repo: str
+    number: int
+    title: str
+    state: str
+    is_pr: bool
+    html_url: str
+    author: str | None = None
+    labels: tuple[str, ...] = ()
+    created_at: str | None = None
+    updated_at: str | None = None
+    closed_at: str | None = None
+    comments: int = 0
+    merged: bool | None = None
+    excerpt: str = ""

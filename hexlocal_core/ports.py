@@ -1,0 +1,100 @@
+"""The ports: what the core needs from the outside world, in the core's own vocabulary.
+
+Adapters in `hexlocal_core/adapters/` implement them (onnxruntime, aiohttp); tests use the
+real adapters against loopback fakes. Core logic depends only on these Protocols.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from hexlocal_core.model import ChatReply, HexPackageInfo, IssueHit, IssueQuery, UsageEvent
+
+Vectors = npt.NDArray[np.float32]  # shape (n, dims), rows L2-normalised
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit vectors. Output row i belongs to input i."""
+
+    @property
+    def model_id(self) -> str:
+        """Identity recorded with the index, e.g. 'local:sentence-transformers/all-MiniLM-L6-v2'."""
+        ...
+
+    @property
+    def dims(self) -> int: ...
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed documents (any number; the adapter batches). Raises ModelError/RemoteError."""
+        ...
+
+    async def embed_query(self, text: str) -> Vectors:
+        """Embed one query; shape (1, dims)."""
+        ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores (query, passage) pairs; a higher score means more relevant."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    async def score(self, query: str, passages: Sequence[str]) -> list[float]: ...
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """An OpenAI-compatible chat model answering JSON for curation."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        json_schema: Mapping[str, Any] | None = None,
+        large: bool = False,
+    ) -> ChatReply: ...
+
+
+@runtime_checkable
+class HexRegistry(Protocol):
+    """hex.pm's API and docs mirror."""
+
+    async def package_info(self, name: str) -> HexPackageInfo:
+        """Raises PackageNotFound, RemoteError."""
+        ...
+
+    async def fetch_docs(self, name: str, version: str) -> bytes:
+        """The docs tarball, in memory, size-capped. Raises VersionNotFound, RemoteError."""
+        ...
+
+
+@runtime_checkable
+class IssueTracker(Protocol):
+    """Live issue/PR search (GitHub). Nothing is stored."""
+
+    async def search(self, query: IssueQuery) -> list[IssueHit]:
+        """Raises RateLimited, UserInputError (422), RemoteError."""
+        ...
+
+
+@runtime_checkable
+class UsageSink(Protocol):
+    """Where adapters record model usage (tokens) for `get_token_usage`."""
+
+    def record(self, event: UsageEvent) -> None: ...
+
+
+class NullUsageSink:
+    """A sink that drops events (for adapters used outside a service, e.g. benchmarks)."""
+
+    def record(self, event: UsageEvent) -> None:
+        return None

@@ -1,0 +1,35 @@
+"""Shared fixtures: a clean environment, the shared corpus, a user dir under tmp."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from hexlocal_core.config import ENV_VARIABLES
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("HEXLOCAL_SHARED", REPO_ROOT.parent / "shared"))
+CORPUS = SHARED / "corpus"
+HEXDOCS = CORPUS / "hexdocs"
+HEXAPI = CORPUS / "hexapi"
+MIXLOCK = CORPUS / "mixlock"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No host setting leaks into a test; the user data dir lives under tmp."""
+    for name in ENV_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not HEXDOCS.is_dir():
+        pytest.skip(f"shared corpus not found at {CORPUS}")
+    return CORPUS
