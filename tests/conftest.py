@@ -15,6 +15,7 @@ CORPUS = SHARED / "corpus"
 HEXDOCS = CORPUS / "hexdocs"
 HEXAPI = CORPUS / "hexapi"
 MIXLOCK = CORPUS / "mixlock"
+MODEL_CACHE = REPO_ROOT / ".hexlocal-cache" / "models"
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +27,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    # Built ONNX graphs are reused across tests and runs (building one costs seconds).
+    monkeypatch.setenv("HEXLOCAL_MODEL_CACHE", str(MODEL_CACHE))
 
 
 @pytest.fixture(scope="session")
