@@ -166,6 +166,7 @@ class Settings:
     memory_duplicate_at: float = 0.97
     mcp_log_file: Path | None = None
     mcp_log_level: str = "info"
+    elixir_home: Path | None = None  # where Elixir's own libs live (else found from PATH)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -216,6 +217,7 @@ class Settings:
             memory_discard_above=r.number("MEMORY_DISCARD_ABOVE", 0.90, minimum=0.0, maximum=1.0),
             memory_duplicate_at=r.number("MEMORY_DUPLICATE_AT", 0.97, minimum=0.0, maximum=1.0),
             mcp_log_file=_opt_path(r.raw("MCP_LOG_FILE")),
+            elixir_home=_opt_path(r.raw("ELIXIR_HOME")),
             mcp_log_level=r.choice(
                 "MCP_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
             ),
@@ -260,4 +262,5 @@ ENV_VARIABLES = _ENV_NAMES + (
     "MEMORY_CREATE_BELOW",
     "MEMORY_DISCARD_ABOVE",
     "MEMORY_DUPLICATE_AT",
+    "ELIXIR_HOME",
 )
