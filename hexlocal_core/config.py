@@ -80,7 +80,7 @@ class _Reader:
             return None
         return value.strip()
 
-    def _fallback(self, name: str, value: str, default: Any, why: str) -> Any:
+    def _fallback(self, name: str, value: str, default: T, why: str) -> T:
         msg = f"{name}={value!r} is not valid ({why}); using the default {default!r}"
         self.warnings.append(msg)
         log.warning(msg)
