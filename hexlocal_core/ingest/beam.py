@@ -1,0 +1,460 @@
+"""Docs from compiled BEAM files: the EEP-48 `Docs` chunk, turned into ExDoc-shaped items.
+
+A `.beam` file is an IFF container: `FOR1`, a 4-byte size, `BEAM`, then chunks of a 4-byte
+id, a 4-byte size and the data, each padded to 4 bytes. The `Docs` chunk holds
+`term_to_binary({docs_v1, Anno, Language, Format, ModuleDoc, Metadata, Docs})`.
+
+Items mirror what ExDoc publishes, so a BEAM-built index and a tarball-built one agree:
+
+    module doc      ref "Enum.html"               title "Enum"
+    function/macro  ref "Enum.html#map/2"         title "Enum.map/2"
+    callback        ref "GenServer.html#c:init/1" title "GenServer.init/1"   (ExDoc's titles)
+    type / opaque   ref "Enum.html#t:t/0"         title "Enum.t/0"
+
+The name/arity part of a ref is percent-encoded like ExDoc's (`Kernel.html#%3C%3E/2`).
+Elixir modules drop their `Elixir.` prefix; Erlang modules keep their bare name (ExDoc
+writes `telemetry.html#attach/4`). A Mix task page is titled by its command
+(`mix deps.get`).
+
+What ExDoc leaves out is left out here too, and counted under a reason: modules whose doc is
+`:hidden` and protocol implementations (`__impl__/1`), with all their entries, and a
+protocol's callbacks (its functions carry the same docs). Entries whose doc is `:hidden` or
+`:none` are skipped as well (ExDoc lists the latter with an empty doc; there is no text to
+search). Checked against ExDoc's search data for Elixir 1.14's six apps: every item has
+ExDoc's ref, title and type, and every ExDoc item missing here has an empty doc.
+
+The module's kind is read from the entries the chunk lists, hidden ones included, in
+ExDoc's order: `exception/1`, `message/1` and `__struct__/0` make an exception,
+`__protocol__/1` a protocol, a `Mix.Tasks.` name with `run/1` a task, callbacks a behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from attrs import field, frozen
+
+from hexlocal_core.errors import IngestError
+from hexlocal_core.ingest import etf
+from hexlocal_core.ingest.etf import Atom, Term
+from hexlocal_core.model import DocItem, DocType, SourceKind
+
+log = logging.getLogger("hexlocal.ingest.beam")
+
+MAX_BEAM_BYTES = 64 * 1024 * 1024  # the largest OTP/Elixir beams are a few MiB
+MARKDOWN = "text/markdown"
+HEXDOCS = "https://hexdocs.pm"
+ENTRY_KINDS = frozenset({"function", "macro", "callback", "macrocallback", "type"})
+# What URI.encode/1 leaves alone, which is what ExDoc applies to a name/arity anchor.
+_ANCHOR_SAFE = ":/?#[]@!$&'()*+,;=~"
+
+
+class BeamSkipped(IngestError):
+    """A `.beam` file yields no docs; `reason` is the key it is counted under."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@frozen
+class DocEntry:
+    """One `{{Kind, Name, Arity}, Anno, Signature, Doc, Metadata}` entry."""
+
+    kind: str  # function | macro | callback | macrocallback | type
+    name: str
+    arity: int
+    signatures: tuple[str, ...]
+    doc: str | None  # None for :none and :hidden
+    hidden: bool
+    metadata: Mapping[str, Any] = field(factory=dict)
+
+
+@frozen
+class BeamDocs:
+    """The decoded Docs chunk of one module."""
+
+    module: str  # the module atom as written: "Elixir.Enum", "lists"
+    language: str  # "elixir", "erlang"
+    module_doc: str | None  # None for :none and :hidden
+    module_hidden: bool
+    metadata: Mapping[str, Any]
+    entries: tuple[DocEntry, ...]
+    bad_entries: int = 0  # entries whose shape or text was unusable
+
+    @property
+    def display_name(self) -> str:
+        return self.module.removeprefix("Elixir.")
+
+
+@frozen
+class BeamItems:
+    items: tuple[DocItem, ...]
+    skipped: dict[str, int]  # reason -> count, for files, modules and entries
+    modules: int = 0  # modules that produced at least one item
+
+
+def read_beam_docs(data: bytes) -> BeamDocs:
+    """Decode the Docs chunk of one `.beam` file.
+
+    :raises BeamSkipped: (an IngestError) with `reason` not_beam, truncated, no_atoms,
+        no_docs_chunk, bad_etf, bad_docs_shape or not_markdown.
+    """
+    chunks = _chunks(data)
+    module = _module_name(chunks.get("AtU8"), chunks.get("Atom"))
+    docs = chunks.get("Docs")
+    if docs is None:
+        raise BeamSkipped("no_docs_chunk", f"{module} has no Docs chunk")
+    try:
+        term = etf.decode(docs)
+    except IngestError as exc:
+        raise BeamSkipped("bad_etf", f"{module}: Docs chunk is not valid ETF: {exc}") from exc
+    return _docs_v1(module, term)
+
+
+def items_from_beam_dir(
+    ebin: Path, *, package: str, version: str, max_file_bytes: int = MAX_BEAM_BYTES
+) -> BeamItems:
+    """Items from every `*.beam` in `ebin`; files, modules and entries without usable docs
+    are skipped and counted, never raised."""
+    items: list[DocItem] = []
+    skipped: Counter[str] = Counter()
+    modules = 0
+    for path in sorted(ebin.glob("*.beam")):
+        try:
+            docs = read_beam_docs(_read_capped(path, max_file_bytes))
+        except BeamSkipped as exc:
+            log.debug("skipped %s: %s", path.name, exc)
+            skipped[exc.reason] += 1
+            continue
+        found = module_items(docs, package=package, version=version, skipped=skipped)
+        modules += bool(found)
+        items.extend(found)
+    result = BeamItems(tuple(items), dict(skipped), modules)
+    log.info("%s %s: %d items from %d modules", package, version, len(items), modules)
+    log.debug("%s %s: skipped %s", package, version, result.skipped)
+    return result
+
+
+def module_items(
+    docs: BeamDocs, *, package: str, version: str, skipped: Counter[str] | None = None
+) -> list[DocItem]:
+    """The DocItems of one module; what is left out is added to `skipped`."""
+    skipped = Counter() if skipped is None else skipped
+    if docs.bad_entries:
+        skipped["bad_entry"] += docs.bad_entries
+    if docs.module_hidden or _is_impl(docs):
+        skipped["module_hidden" if docs.module_hidden else "module_impl"] += 1
+        return []
+    page = f"{docs.display_name}.html"
+    kind = module_type(docs)
+    out: list[DocItem] = []
+    if docs.module_doc is None:
+        skipped["module_doc_none"] += 1
+    else:
+        out.append(_module_item(docs, kind, page, package, version))
+    for entry in docs.entries:
+        reason = _entry_skip_reason(entry, kind)
+        if reason:
+            skipped[reason] += 1
+            continue
+        out.append(_entry_item(docs.display_name, page, entry, package, version))
+    return out
+
+
+_EXCEPTION_FUNCTIONS = frozenset(
+    {("function", "exception", 1), ("function", "message", 1), ("function", "__struct__", 0)}
+)
+
+
+def module_type(docs: BeamDocs) -> DocType:
+    """ExDoc's kind of module page, from the functions and callbacks the chunk lists."""
+    present = {(e.kind, e.name, e.arity) for e in docs.entries}
+    if _EXCEPTION_FUNCTIONS <= present:
+        return DocType.EXCEPTION
+    if ("function", "__protocol__", 1) in present:
+        return DocType.PROTOCOL
+    # A task before a behaviour: ExDoc calls Mix.Tasks.Format (which has callbacks) a task.
+    if docs.display_name.startswith("Mix.Tasks.") and ("function", "run", 1) in present:
+        return DocType.TASK
+    if any(kind in ("callback", "macrocallback") for kind, _, _ in present):
+        return DocType.BEHAVIOUR
+    return DocType.MODULE
+
+
+def _is_impl(docs: BeamDocs) -> bool:
+    """A protocol implementation (`defimpl`): ExDoc leaves these modules out."""
+    return any(e.kind == "function" and e.name == "__impl__" and e.arity == 1 for e in docs.entries)
+
+
+def _entry_skip_reason(entry: DocEntry, kind: DocType) -> str | None:
+    if entry.hidden:
+        return "entry_hidden"
+    if entry.doc is None:
+        return "entry_doc_none"
+    if kind is DocType.PROTOCOL and entry.kind == "callback":
+        return "protocol_callback"  # ExDoc shows a protocol's functions, not its callbacks
+    return None
+
+
+def _module_item(docs: BeamDocs, kind: DocType, page: str, package: str, version: str) -> DocItem:
+    return DocItem(
+        package=package,
+        version=version,
+        ref=page,
+        title=_task_title(docs.display_name) if kind is DocType.TASK else docs.display_name,
+        doc_type=kind,
+        markdown=docs.module_doc or "",
+        module=docs.display_name,
+        deprecated=_text_meta(docs.metadata, "deprecated"),
+        since=_text_meta(docs.metadata, "since"),
+        hexdocs_url=f"{HEXDOCS}/{package}/{version}/{page}",
+        source=SourceKind.BEAM,
+    )
+
+
+def _entry_item(module: str, page: str, entry: DocEntry, package: str, version: str) -> DocItem:
+    anchor = quote(f"{entry.name}/{entry.arity}", safe=_ANCHOR_SAFE)
+    prefix = {"callback": "c:", "macrocallback": "c:", "type": "t:"}.get(entry.kind, "")
+    ref = f"{page}#{prefix}{anchor}"
+    doc_type = DocType(entry.kind)
+    if entry.kind == "type" and entry.metadata.get("opaque") is True:
+        doc_type = DocType.OPAQUE
+    return DocItem(
+        package=package,
+        version=version,
+        ref=ref,
+        title=f"{module}.{entry.name}/{entry.arity}",
+        doc_type=doc_type,
+        markdown=entry.doc or "",
+        module=module,
+        function=entry.name,
+        arity=entry.arity,
+        signature=entry.signatures[0] if entry.signatures else None,
+        deprecated=_text_meta(entry.metadata, "deprecated"),
+        since=_text_meta(entry.metadata, "since"),
+        hexdocs_url=f"{HEXDOCS}/{package}/{version}/{ref}",
+        source=SourceKind.BEAM,
+    )
+
+
+def _task_title(module: str) -> str:
+    """ExDoc titles a task by its command: Mix.Tasks.Local.PublicKeys -> mix local.public_keys."""
+    segments = module.removeprefix("Mix.Tasks.").split(".")
+    return "mix " + ".".join(_underscore(segment) for segment in segments)
+
+
+def _underscore(segment: str) -> str:
+    """Macro.underscore/1 for one alias segment, ported rule for rule (ASCII only, as Elixir)."""
+    if not segment:
+        return ""
+    out = [segment[0].lower() if _upper(segment[0]) else segment[0]]
+    prev, i = segment[0], 1
+    while i < len(segment):
+        char = segment[i]
+        after = segment[i + 1] if i + 1 < len(segment) else ""
+        if _upper(char) and after and not (_upper(after) or after.isdigit() or after in "._"):
+            out.append("_" + char.lower() + after)  # "HTTPServer": the S starts a word
+            prev, i = after, i + 2
+            continue
+        if _upper(char) and not _upper(prev) and prev != "_":
+            out.append("_" + char.lower())
+        else:
+            out.append(char.lower() if _upper(char) else char)
+        prev, i = char, i + 1
+    return "".join(out)
+
+
+def _upper(char: str) -> bool:
+    return "A" <= char <= "Z"
+
+
+def _text_meta(metadata: Mapping[str, Any], key: str) -> str | None:
+    value = metadata.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+# --- the IFF container ----------------------------------------------------------------
+
+
+def _read_capped(path: Path, limit: int) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(limit + 1)  # never more than the cap, whatever the file claims
+    except OSError as exc:
+        raise BeamSkipped("unreadable", f"{path}: {exc}") from exc
+    if len(data) > limit:
+        raise BeamSkipped("too_large", f"{path} is larger than {limit} bytes")
+    return data
+
+
+def _chunks(data: bytes) -> dict[str, bytes]:
+    """Chunk id -> data (the first of each id), every size checked against the file."""
+    if len(data) < 12 or data[:4] != b"FOR1" or data[8:12] != b"BEAM":
+        raise BeamSkipped("not_beam", "not a BEAM file (no FOR1...BEAM header)")
+    (form_size,) = struct.unpack_from(">I", data, 4)
+    if form_size + 8 > len(data):
+        raise BeamSkipped("truncated", f"BEAM declares {form_size + 8} bytes, file has {len(data)}")
+    end = form_size + 8
+    pos = 12
+    chunks: dict[str, bytes] = {}
+    while pos + 8 <= end:
+        chunk_id = data[pos : pos + 4].decode("latin-1")
+        (size,) = struct.unpack_from(">I", data, pos + 4)
+        start = pos + 8
+        if start + size > end:
+            raise BeamSkipped("truncated", f"chunk {chunk_id!r} runs past the end of the file")
+        chunks.setdefault(chunk_id, data[start : start + size])
+        pos = start + (size + 3) // 4 * 4
+    return chunks
+
+
+def _module_name(utf8_atoms: bytes | None, latin1_atoms: bytes | None) -> str:
+    """The module is the first atom of the atom table."""
+    table, encoding = (utf8_atoms, "utf-8") if utf8_atoms is not None else (latin1_atoms, "latin-1")
+    if table is None or len(table) < 5:
+        raise BeamSkipped("no_atoms", "BEAM file has no atom table")
+    (count,) = struct.unpack_from(">i", table, 0)
+    if count == 0:
+        raise BeamSkipped("no_atoms", "BEAM atom table is empty")
+    # OTP 28 writes a negative count when atom lengths use the compact encoding.
+    length, start = (table[4], 5) if count > 0 else _compact_length(table)
+    raw = table[start : start + length]
+    if len(raw) != length or length == 0:
+        raise BeamSkipped("no_atoms", "BEAM atom table is truncated")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise BeamSkipped("no_atoms", "BEAM module name is not valid text") from exc
+
+
+def _compact_length(table: bytes) -> tuple[int, int]:
+    """A compact-term `u` integer at offset 4: one byte below 16, two bytes below 2048."""
+    first = table[4]
+    if first & 0x08 == 0:
+        return first >> 4, 5
+    if first & 0x10 == 0 and len(table) > 5:
+        return ((first & 0xE0) << 3) | table[5], 6
+    raise BeamSkipped("no_atoms", "BEAM atom table uses an unknown length encoding")
+
+
+# --- the docs_v1 term -------------------------------------------------------------------
+
+
+class _Shape(Exception):
+    """An internal signal: the term does not have the docs_v1 shape."""
+
+
+def _docs_v1(module: str, term: Term) -> BeamDocs:
+    try:
+        return _parse_docs_v1(module, term)
+    except _Shape as exc:
+        raise BeamSkipped("bad_docs_shape", f"{module}: Docs chunk is not docs_v1: {exc}") from exc
+
+
+def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
+    if not (isinstance(term, tuple) and len(term) == 7 and term[0] == Atom("docs_v1")):
+        raise _Shape("expected a 7-tuple tagged docs_v1")
+    _, _anno, language, doc_format, module_doc, metadata, entries = term
+    fmt = _text(doc_format, "format")
+    if fmt != MARKDOWN:
+        raise BeamSkipped("not_markdown", f"{module}: docs are {fmt}, not {MARKDOWN}")
+    if not isinstance(entries, list):
+        raise _Shape("the entries are not a list")
+    parsed: list[DocEntry] = []
+    bad = 0
+    for raw in entries:
+        try:
+            parsed.append(_entry(raw))
+        except _Shape as exc:
+            log.debug("%s: bad docs entry: %s", module, exc)
+            bad += 1
+    doc, hidden = _doc(module_doc)
+    return BeamDocs(
+        module=module,
+        language=_atom(language, "language"),
+        module_doc=doc,
+        module_hidden=hidden,
+        metadata=_metadata(metadata),
+        entries=tuple(parsed),
+        bad_entries=bad,
+    )
+
+
+def _entry(term: Term) -> DocEntry:
+    if not (isinstance(term, tuple) and len(term) == 5):
+        raise _Shape("an entry is not a 5-tuple")
+    key, _anno, signatures, doc, metadata = term
+    if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[2], int)):
+        raise _Shape("an entry key is not {Kind, Name, Arity}")
+    kind = _atom(key[0], "kind")
+    if kind not in ENTRY_KINDS or not 0 <= key[2] <= 255:
+        raise _Shape(f"unknown entry {kind}/{key[2]}")
+    if not isinstance(signatures, list):
+        raise _Shape("signatures are not a list")
+    text, hidden = _doc(doc)
+    return DocEntry(
+        kind=kind,
+        name=_atom(key[1], "name"),
+        arity=key[2],
+        signatures=tuple(_text(s, "signature") for s in signatures),
+        doc=text,
+        hidden=hidden,
+        metadata=_metadata(metadata),
+    )
+
+
+def _doc(term: Term) -> tuple[str | None, bool]:
+    """`%{"en" => text}` -> (text, False); `:none` -> (None, False); `:hidden` -> (None, True)."""
+    if term == Atom("none"):
+        return None, False
+    if term == Atom("hidden"):
+        return None, True
+    if not isinstance(term, dict) or not term:
+        raise _Shape("a doc is neither a language map, :none nor :hidden")
+    # English when present, otherwise the first language in a stable order.
+    key = b"en" if b"en" in term else min(term, key=repr)
+    return _text(term[key], "doc"), False
+
+
+def _metadata(term: Term) -> dict[str, Any]:
+    """Metadata maps have atom keys; values stay ETF terms, binaries decoded as text."""
+    if not isinstance(term, dict):
+        raise _Shape("metadata is not a map")
+    out: dict[str, Any] = {}
+    for key, value in term.items():
+        if isinstance(key, Atom):
+            out[key.name] = _maybe_text(value)
+    return out
+
+
+def _maybe_text(value: Term) -> Any:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return value
+    if isinstance(value, Atom) and value.name in ("true", "false"):
+        return value.name == "true"
+    return value
+
+
+def _atom(term: Term, what: str) -> str:
+    if not isinstance(term, Atom):
+        raise _Shape(f"{what} is not an atom")
+    return term.name
+
+
+def _text(term: Term, what: str) -> str:
+    if not isinstance(term, bytes):
+        raise _Shape(f"{what} is not a binary")
+    try:
+        return term.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Shape(f"{what} is not valid UTF-8") from exc

@@ -1,0 +1,109 @@
+"""Where compiled apps live: a Mix project's `_build`, and the installed Elixir's own libs.
+
+Both answer with a `BuildApp`: the `ebin` folder and the version its `<app>.app` file
+declares (`{vsn, "1.14.0"}`), which is the version the docs belong to. Nothing here reads
+the environment: callers pass `ELIXIR_HOME` and `PATH` in.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from attrs import frozen
+
+log = logging.getLogger("hexlocal.ingest.beam_sources")
+
+DEFAULT_ENVS = ("dev", "test", "prod")
+MAX_APP_FILE_BYTES = 1024 * 1024  # .app files are a few KB; Elixir's lists ~250 modules
+# {vsn, "1.2.3"} anywhere in the application resource file. versions.py reads the same
+# field for version resolution; the regex is duplicated on purpose while both settle.
+_VSN = re.compile(r"\{\s*vsn\s*,\s*\"((?:[^\"\\]|\\.)*)\"\s*\}")
+
+
+@frozen
+class BuildApp:
+    """A compiled OTP application with docs to read."""
+
+    app: str
+    version: str
+    ebin: Path
+    env: str | None = None  # the Mix env ("dev") for _build apps, None for Elixir's own
+
+
+def app_version(ebin: Path, app: str) -> str | None:
+    """The `vsn` of `ebin/<app>.app`, or None when the file is absent or has none."""
+    path = ebin / f"{app}.app"
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_APP_FILE_BYTES)
+    except OSError:
+        return None
+    match = _VSN.search(raw.decode("utf-8", errors="replace"))
+    return match.group(1) if match and match.group(1) else None
+
+
+def find_build_app(
+    project_root: Path, app: str, *, envs: Sequence[str] = DEFAULT_ENVS
+) -> BuildApp | None:
+    """`<project_root>/_build/<env>/lib/<app>/ebin`, trying `envs` in order, then any other
+    env folder in name order; the first with a readable version wins."""
+    build = project_root / "_build"
+    for env in _candidate_envs(build, envs):
+        ebin = build / env / "lib" / app / "ebin"
+        if not ebin.is_dir():
+            continue
+        version = app_version(ebin, app)
+        if version is None:
+            log.debug("%s has no vsn in %s.app; trying the next env", ebin, app)
+            continue
+        return BuildApp(app=app, version=version, ebin=ebin, env=env)
+    return None
+
+
+def _candidate_envs(build: Path, preferred: Sequence[str]) -> list[str]:
+    try:
+        present = sorted(p.name for p in build.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [env for env in preferred if env in present] + [
+        env for env in present if env not in preferred
+    ]
+
+
+def find_elixir_lib(
+    app: str, elixir_home: Path | None, *, path: str | None = None
+) -> BuildApp | None:
+    """`<elixir_home>/lib/<app>/ebin` for one of Elixir's own apps (elixir, eex, ex_unit,
+    iex, logger, mix). Without `elixir_home`, the `elixir` found on `path` (os PATH when
+    None) is followed through its symlinks: `<home>/bin/elixir` gives `<home>`."""
+    home = elixir_home if elixir_home is not None else elixir_home_from_path(path)
+    if home is None:
+        return None
+    ebin = home / "lib" / app / "ebin"
+    if not ebin.is_dir():
+        return None
+    version = app_version(ebin, app)
+    if version is None:
+        return None
+    return BuildApp(app=app, version=version, ebin=ebin)
+
+
+def elixir_home_from_path(path: str | None = None) -> Path | None:
+    """The installation folder of the `elixir` on `path`, when its layout is the usual one.
+
+    Version-manager shims (asdf) are scripts, not symlinks, so they resolve to the shim
+    folder, which has no `lib/elixir/ebin`: those give None and the caller passes
+    ELIXIR_HOME instead.
+    """
+    found = shutil.which("elixir", path=path)
+    if found is None:
+        return None
+    try:
+        home = Path(found).resolve(strict=True).parent.parent
+    except (OSError, RuntimeError):  # a broken or looping symlink
+        return None
+    return home if (home / "lib" / "elixir" / "ebin").is_dir() else None

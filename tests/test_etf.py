@@ -1,0 +1,373 @@
+"""The ETF decoder: hand-encoded tables, every hostile case, Erlang's own bytes, fuzzing."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import tracemalloc
+import zlib
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hexlocal_core.errors import IngestError
+from hexlocal_core.ingest import etf
+from hexlocal_core.ingest.etf import Atom, BitBinary, ImproperList, decode
+
+# --- a small encoder, for round trips and for building Docs chunks in test_beam --------
+
+
+def encode(term: Any, *, compressed: bool = False) -> bytes:
+    """`term_to_binary/1` for the Python shapes the decoder returns (str means an atom)."""
+    body = _enc(term)
+    if compressed:
+        return bytes([131, 80]) + struct.pack(">I", len(body)) + zlib.compress(body)
+    return bytes([131]) + body
+
+
+def _enc(term: Any) -> bytes:
+    if isinstance(term, Atom | str):
+        name = (term.name if isinstance(term, Atom) else term).encode()
+        if len(name) < 256:
+            return bytes([119, len(name)]) + name
+        return b"v" + struct.pack(">H", len(name)) + name
+    if isinstance(term, bool):
+        raise TypeError("write booleans as Atom('true')")
+    if isinstance(term, int):
+        return _enc_int(term)
+    if isinstance(term, float):
+        return b"F" + struct.pack(">d", term)
+    if isinstance(term, bytes):
+        return b"m" + struct.pack(">I", len(term)) + term
+    if isinstance(term, BitBinary):
+        return b"M" + struct.pack(">IB", len(term.data), term.bits) + term.data
+    if isinstance(term, tuple):
+        head = bytes([104, len(term)]) if len(term) < 256 else b"i" + struct.pack(">I", len(term))
+        return head + b"".join(_enc(t) for t in term)
+    if isinstance(term, list):
+        if not term:
+            return b"j"
+        return b"l" + struct.pack(">I", len(term)) + b"".join(_enc(t) for t in term) + b"j"
+    if isinstance(term, ImproperList):
+        items = b"".join(_enc(t) for t in term.items)
+        return b"l" + struct.pack(">I", len(term.items)) + items + _enc(term.tail)
+    if isinstance(term, dict):
+        pairs = b"".join(_enc(k) + _enc(v) for k, v in term.items())
+        return b"t" + struct.pack(">I", len(term)) + pairs
+    raise TypeError(f"cannot encode {term!r}")
+
+
+def _enc_int(n: int) -> bytes:
+    if 0 <= n < 256:
+        return bytes([97, n])
+    if -(2**31) <= n < 2**31:
+        return b"b" + struct.pack(">i", n)
+    magnitude = abs(n).to_bytes((abs(n).bit_length() + 7) // 8, "little")
+    sign = 1 if n < 0 else 0
+    if len(magnitude) < 256:
+        return bytes([110, len(magnitude), sign]) + magnitude
+    return b"o" + struct.pack(">IB", len(magnitude), sign) + magnitude
+
+
+# --- hand-encoded tables ------------------------------------------------------------------
+
+ROUND_TRIP = [
+    ("small integer", b"\x83a\x07", 7),
+    ("integer negative", b"\x83b\xff\xff\xff\xfe", -2),
+    ("new float", b"\x83F" + struct.pack(">d", 1.5), 1.5),
+    ("old float", b"\x83c" + b"1.50000000000000000000e+00".ljust(31, b"\0"), 1.5),
+    ("atom latin-1", b"\x83d\x00\x03ok\xe9", Atom("oké")),
+    ("small atom latin-1", b"\x83s\x02ok", Atom("ok")),
+    ("atom utf-8", b"\x83v\x00\x05h\xc3\xa9\xc3\xa9", Atom("héé")),
+    ("small atom utf-8", b"\x83w\x07docs_v1", Atom("docs_v1")),
+    ("small tuple", b"\x83h\x02a\x01a\x02", (1, 2)),
+    ("empty tuple", b"\x83h\x00", ()),
+    ("large tuple", b"\x83i\x00\x00\x00\x01j", ([],)),
+    ("nil", b"\x83j", []),
+    ("string", b"\x83k\x00\x03abc", [97, 98, 99]),
+    ("list", b"\x83l\x00\x00\x00\x02a\x01a\x02j", [1, 2]),
+    ("improper list", b"\x83l\x00\x00\x00\x01a\x01a\x02", ImproperList((1,), 2)),
+    ("binary", b"\x83m\x00\x00\x00\x02hi", b"hi"),
+    ("empty binary", b"\x83m\x00\x00\x00\x00", b""),
+    ("bit binary", b"\x83M\x00\x00\x00\x01\x03\xe0", BitBinary(b"\xe0", 3)),
+    ("bit binary, full last byte", b"\x83M\x00\x00\x00\x01\x08\xe0", b"\xe0"),
+    ("small big", b"\x83n\x02\x00\x00\x01", 256),
+    ("small big negative", b"\x83n\x01\x01\x05", -5),
+    ("large big", b"\x83o\x00\x00\x00\x09\x00" + b"\x00" * 8 + b"\x01", 2**64),
+    ("map", b"\x83t\x00\x00\x00\x01w\x02enm\x00\x00\x00\x01x", {Atom("en"): b"x"}),
+    ("map with binary key", b"\x83t\x00\x00\x00\x01m\x00\x00\x00\x02ena\x01", {b"en": 1}),
+    ("nested", b"\x83h\x01l\x00\x00\x00\x01h\x01jj", ([([],)],)),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "expected"), ROUND_TRIP, ids=[r[0] for r in ROUND_TRIP])
+def test_decodes_hand_encoded_terms(name: str, data: bytes, expected: Any) -> None:
+    assert decode(data) == expected
+
+
+def test_compressed_term_inflates() -> None:
+    body = b"m" + struct.pack(">I", 1000) + b"x" * 1000
+    data = b"\x83P" + struct.pack(">I", len(body)) + zlib.compress(body)
+    assert decode(data) == b"x" * 1000
+
+
+def test_nan_text_is_refused_in_old_floats() -> None:
+    with pytest.raises(IngestError, match="finite"):
+        decode(b"\x83c" + b"nan".ljust(31, b"\0"))
+
+
+def test_encoder_and_decoder_agree_on_a_docs_shaped_term() -> None:
+    term: Any = (
+        Atom("docs_v1"),
+        ImproperList((1,), 2),
+        Atom("elixir"),
+        b"text/markdown",
+        {b"en": "héllo".encode()},
+        {Atom("since"): b"1.0.0"},
+        [((Atom("function"), Atom("map"), 2), 10, [b"map(e, f)"], Atom("none"), {})],
+    )
+    for compressed in (False, True):
+        assert decode(encode(term, compressed=compressed)) == term
+
+
+# --- hostile input --------------------------------------------------------------------------
+
+BIG = struct.pack(">I", 0xFFFFFFFF)
+ONE_DEFLATED = zlib.compress(b"a\x01")  # the body of the term 1
+HOSTILE = [
+    ("empty", b"", "shorter"),
+    ("version only", b"\x83", "shorter"),
+    ("wrong version", b"\x82a\x01", "version byte"),
+    ("unknown tag (pid)", b"\x83X", "unsupported tag 88"),
+    ("atom cache ref", b"\x83R\x00", "unsupported tag 82"),
+    ("truncated integer", b"\x83b\x00\x01", "needs 4 bytes"),
+    ("binary longer than input", b"\x83m" + BIG + b"abc", "needs 4294967295 bytes"),
+    ("list count beyond input", b"\x83l" + BIG + b"j", "list declares"),
+    ("large tuple beyond input", b"\x83i" + BIG, "tuple declares"),
+    ("map count beyond input", b"\x83t" + BIG + b"jj", "map declares"),
+    ("string longer than input", b"\x83k\xff\xff", "needs 65535 bytes"),
+    ("large big beyond input", b"\x83o" + BIG + b"\x00", "needs 4294967295 bytes"),
+    ("big sign byte", b"\x83n\x01\x02\x01", "sign byte"),
+    ("atom not utf-8", b"\x83w\x01\xff", "not valid utf-8"),
+    ("old float garbage", b"\x83c" + b"x" * 31, "bad FLOAT"),
+    ("bitstring zero bits", b"\x83M\x00\x00\x00\x01\x00\x01", "bits"),
+    ("bitstring nine bits", b"\x83M\x00\x00\x00\x01\x09\x01", "bits"),
+    ("trailing bytes", b"\x83a\x01a\x02", "trailing"),
+    ("list key in a map", b"\x83t\x00\x00\x00\x01l\x00\x00\x00\x01a\x01ja\x01", "map key"),
+    ("compressed without size", b"\x83P\x00\x00", "missing its size"),
+    ("compressed above the cap", b"\x83P" + BIG + b"x", "above the"),
+    ("compressed not zlib", b"\x83P\x00\x00\x00\x02garbage", "not valid zlib"),
+    (
+        "compressed size lies (short)",
+        b"\x83P\x00\x00\x00\x09" + zlib.compress(b"a\x01"),
+        "declared",
+    ),
+    ("compressed stream cut", b"\x83P\x00\x00\x00\x02" + zlib.compress(b"a\x01")[:-4], "declared"),
+    ("compressed then junk", b"\x83P\x00\x00\x00\x02" + ONE_DEFLATED + b"!", "trailing"),
+    ("nested compression", b"\x83h\x01P\x00\x00\x00\x02" + zlib.compress(b"a\x01"), "tag 80"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "message"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_refuses_hostile_input(name: str, data: bytes, message: str) -> None:
+    with pytest.raises(IngestError, match=message):
+        decode(data)
+
+
+def test_depth_is_bounded() -> None:
+    deep = b"\x83" + b"h\x01" * 5000 + b"j"
+    with pytest.raises(IngestError, match="nests deeper"):
+        decode(deep)
+    assert decode(b"\x83" + b"h\x01" * 50 + b"j", max_depth=50) is not None
+
+
+def test_a_zlib_bomb_stops_at_the_declared_size() -> None:
+    bomb = zlib.compress(b"\0" * (64 * 1024 * 1024), 9)  # 64 MiB of zeros in ~64 KiB
+    data = b"\x83P" + struct.pack(">I", 1024) + bomb
+    tracemalloc.start()
+    try:
+        with pytest.raises(IngestError, match="declared 1024 bytes"):
+            decode(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024
+
+
+def test_the_uncompressed_cap_is_a_parameter() -> None:
+    data = encode(b"x" * 5000, compressed=True)
+    with pytest.raises(IngestError, match="above the 4096 cap"):
+        decode(data, max_uncompressed=4096)
+
+
+# --- bytes written by Erlang itself -----------------------------------------------------
+
+ERLANG_TERMS = [
+    ("-1", -1),
+    ("123456789012345678901234567890", 123456789012345678901234567890),
+    ("-Bitwise.bsl(1, 2100)", -(1 << 2100)),
+    ("1.0e-300", 1.0e-300),
+    (':"héllo"', Atom("héllo")),
+    ("[1 | 2]", ImproperList((1,), 2)),
+    ("'abc'", [97, 98, 99]),
+    ("<<1::3>>", BitBinary(b"\x20", 3)),
+    ('%{"en" => "doc", :since => "1.0"}', {b"en": b"doc", Atom("since"): b"1.0"}),
+    ("List.to_tuple(Enum.to_list(1..300))", tuple(range(1, 301))),
+    ('{:docs_v1, nil, String.duplicate("ab", 500)}', (Atom("docs_v1"), Atom("nil"), b"ab" * 500)),
+]
+# Options: plain, compressed, and minor_version 0 (old FLOAT text, latin-1 ATOM tags).
+ERLANG_OPTIONS = ["[]", "[compressed: 6]", "[minor_version: 0]"]
+
+
+@pytest.mark.elixir
+def test_decodes_what_erlang_encodes() -> None:
+    if shutil.which("elixir") is None:
+        pytest.skip("elixir is not on PATH: cannot ask Erlang to encode terms")
+    script = "; ".join(
+        f"IO.puts(Base.encode16(:erlang.term_to_binary({src}, {options})))"
+        for src, _ in ERLANG_TERMS
+        for options in ERLANG_OPTIONS
+    )
+    run = subprocess.run(
+        ["elixir", "-e", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    encoded = [bytes.fromhex(line) for line in run.stdout.split()]
+    expected = [value for _, value in ERLANG_TERMS for _ in ERLANG_OPTIONS]
+    assert len(encoded) == len(expected)
+    for data, value in zip(encoded, expected, strict=True):
+        assert decode(data) == value
+    tags = {data[1] for data in encoded}
+    assert {etf.COMPRESSED, etf.FLOAT, etf.ATOM, etf.NEW_FLOAT, etf.LARGE_BIG} <= tags | {
+        data[2] for data in encoded
+    }
+
+
+# --- fuzzing: only IngestError, ever ---------------------------------------------------------
+
+
+TRUE = Atom("true")
+
+
+def _sample_chunk() -> bytes:
+    """A Docs-shaped term with every tag the decoder knows, uncompressed."""
+    term = (
+        Atom("docs_v1"),
+        2,
+        Atom("elixir"),
+        b"text/markdown",
+        {b"en": b"Module docs with `code`.\n\n    iex> 1 + 1\n    2\n"},
+        {Atom("since"): b"1.0.0", Atom("deprecated"): b"Use other/1"},
+        [
+            (
+                (Atom("function"), Atom("map"), 2),
+                7,
+                [b"map(enumerable, fun)"],
+                {b"en": b"Maps."},
+                {},
+            ),
+            (
+                (Atom("type"), Atom("t"), 0),
+                -70000,
+                [],
+                Atom("none"),
+                {Atom("opaque"): Atom("true")},
+            ),
+            ((Atom("callback"), Atom("init"), 1), 2**70, [], Atom("hidden"), {}),
+        ],
+        ImproperList((1.5, BitBinary(b"\x80", 1)), [104, 105]),
+        [b"x" * 300],
+    )
+    return encode(term)
+
+
+SAMPLE = _sample_chunk()
+SAMPLE_COMPRESSED = b"\x83P" + struct.pack(">I", len(SAMPLE) - 1) + zlib.compress(SAMPLE[1:])
+
+
+def _decode_or_ingest_error(data: bytes) -> None:
+    try:
+        decode(data, max_uncompressed=1024 * 1024)
+    except IngestError:
+        pass
+
+
+FUZZ = settings(
+    max_examples=1000,
+    deadline=1000,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=None,
+)
+
+
+@FUZZ
+@given(st.binary(max_size=200))
+def test_fuzz_random_bytes(data: bytes) -> None:
+    _decode_or_ingest_error(data)
+    _decode_or_ingest_error(b"\x83" + data)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, base: bytes) -> bytes:
+    data = bytearray(base)
+    for _ in range(draw(st.integers(1, 6))):
+        pos = draw(st.integers(0, len(data) - 1))
+        action = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
+        if action == "flip":
+            data[pos] ^= 1 << draw(st.integers(0, 7))
+        elif action == "set":
+            data[pos] = draw(st.sampled_from([0, 1, 0x7F, 0x80, 0xFF, 97, 104, 108, 109, 116]))
+        elif action == "cut":
+            del data[max(pos, 1) :]
+        elif action == "insert":
+            data[pos:pos] = draw(st.binary(min_size=1, max_size=5))
+        elif len(data) > 2:
+            del data[pos]
+        if len(data) < 2:
+            break
+    return bytes(data)
+
+
+@FUZZ
+@given(mutated(SAMPLE))
+def test_fuzz_mutated_docs_chunk(data: bytes) -> None:
+    _decode_or_ingest_error(data)
+
+
+@settings(max_examples=300, deadline=1000, database=None)
+@given(mutated(SAMPLE_COMPRESSED))
+def test_fuzz_mutated_compressed_chunk(data: bytes) -> None:
+    _decode_or_ingest_error(data)
+
+
+def test_the_fuzz_seed_chunk_decodes() -> None:
+    assert decode(SAMPLE) == decode(SAMPLE_COMPRESSED)
+
+
+terms = st.recursive(
+    st.integers(-(2**80), 2**80)
+    | st.floats(allow_nan=False)
+    | st.binary(max_size=20)
+    | st.text(max_size=10).map(Atom),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=4).map(tuple)
+        | st.dictionaries(
+            st.binary(max_size=4) | st.text(max_size=4).map(Atom), children, max_size=3
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=1000, database=None)
+@given(terms, st.booleans())
+def test_round_trips_generated_terms(term: Any, compressed: bool) -> None:
+    assert decode(encode(term, compressed=compressed)) == term
+
+
+def test_limits_are_documented_constants() -> None:
+    assert etf.MAX_DEPTH >= 20
+    assert etf.MAX_UNCOMPRESSED >= 1024 * 1024
