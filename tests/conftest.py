@@ -9,6 +9,8 @@ import pytest
 
 from hexlocal_core.config import ENV_VARIABLES
 
+pytest_plugins = ["tests.hex_fixtures"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("HEXLOCAL_SHARED", REPO_ROOT.parent / "shared"))
 CORPUS = SHARED / "corpus"
