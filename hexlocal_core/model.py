@@ -20,6 +20,17 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def embedding_text(title: str, signature: str | None, content: str) -> str:
+    """What the embedder sees: the item's identity as context, then the stored text.
+
+    Stored content stays byte-identical to the source; only the embedded text is prefixed.
+    """
+    head = title
+    if signature and signature not in head:
+        head = f"{head} {signature}"
+    return f"{head}\n{content}" if head else content
+
+
 class DocType(StrEnum):
     MODULE = "module"
     BEHAVIOUR = "behaviour"
@@ -129,11 +140,7 @@ class Chunk:
         return sha256_text(self.content)
 
     def embedding_text(self) -> str:
-        """What the embedder sees: the item's identity as context, then the stored text."""
-        head = self.item.title
-        if self.item.signature and self.item.signature not in head:
-            head = f"{head} {self.item.signature}"
-        return f"{head}\n{self.content}" if head else self.content
+        return embedding_text(self.item.title, self.item.signature, self.content)
 
 
 @frozen

@@ -290,6 +290,8 @@ class Hexlocal:
         progress: ProgressFn | None,
         wait_s: float | None = -1.0,
     ) -> _Prepared:
+        if self.embedder is not None and self.store.package(validate_package_name(package)) is None:
+            model_guard(self.store, self.embedder)  # a new package means a download: refuse first
         resolved = await self._resolve(package, version)
         notices = list(self._startup_notices) + list(resolved.notices)
         indexed = self.store.package(resolved.name)

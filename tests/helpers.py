@@ -43,7 +43,9 @@ def item(
 
 def chunk_of(doc: DocItem, ordinal: int = 0, content: str | None = None) -> Chunk:
     text = doc.markdown if content is None else content
-    return Chunk(item=doc, ordinal=ordinal, content=text, has_example="```" in text or "iex>" in text)
+    return Chunk(
+        item=doc, ordinal=ordinal, content=text, has_example="```" in text or "iex>" in text
+    )
 
 
 class HashingEmbedder:

@@ -60,4 +60,7 @@ def test_database_path_is_per_project(tmp_path: Path) -> None:
     pa, pb = default_database_path(a), default_database_path(b)
     assert pa != pb and pa.name.startswith("app-")
     assert Settings.from_env({"PROJECT_ROOT": str(a)}).database_path == pa
-    assert Settings.from_env({"DATABASE_PATH": str(tmp_path / "x.db")}).database_path == tmp_path / "x.db"
+    assert (
+        Settings.from_env({"DATABASE_PATH": str(tmp_path / "x.db")}).database_path
+        == tmp_path / "x.db"
+    )

@@ -14,8 +14,12 @@ from hexlocal_core.search.tokens import FTS_TOKENIZER
 @pytest.fixture(scope="module")
 def fts() -> apsw.Connection:
     conn = apsw.Connection(":memory:")
-    conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, content, split_terms, tokenize=\"{FTS_TOKENIZER}\")")
-    conn.execute("INSERT INTO f VALUES ('Req.merge/2', 'merge options chunk_overlap NEAR', 'merge chunk overlap')")
+    conn.execute(
+        f'CREATE VIRTUAL TABLE f USING fts5(title, content, split_terms, tokenize="{FTS_TOKENIZER}")'
+    )
+    conn.execute(
+        "INSERT INTO f VALUES ('Req.merge/2', 'merge options chunk_overlap NEAR', 'merge chunk overlap')"
+    )
     return conn
 
 
@@ -70,7 +74,9 @@ _CONN: list[apsw.Connection] = []
 def _shared_conn() -> apsw.Connection:
     if not _CONN:
         conn = apsw.Connection(":memory:")
-        conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, content, split_terms, tokenize=\"{FTS_TOKENIZER}\")")
+        conn.execute(
+            f'CREATE VIRTUAL TABLE f USING fts5(title, content, split_terms, tokenize="{FTS_TOKENIZER}")'
+        )
         conn.execute("INSERT INTO f VALUES ('a', 'b', 'c')")
         _CONN.append(conn)
     return _CONN[0]

@@ -18,15 +18,24 @@ from hexlocal_core.search.sanitizer import to_match
 from tests.helpers import HashingEmbedder, chunk_of, item
 
 
-def _write(store: Store, name: str, docs: list[tuple[str, str]], vectors: np.ndarray | None = None) -> None:
+def _write(
+    store: Store, name: str, docs: list[tuple[str, str]], vectors: np.ndarray | None = None
+) -> None:
     chunks = [chunk_of(item(ref, text, package=name)) for ref, text in docs]
     if vectors is None:
         emb = HashingEmbedder()
         vectors = np.stack([emb.vector(c.embedding_text()) for c in chunks])
     store.replace_package(
         PackageWrite(
-            name=name, version="1.0.0", source="hexdocs", chunker_version=1, item_count=len(docs),
-            chunks=chunks, vectors=vectors.astype(np.float32), embed_model="test:hashing", embed_provider="test",
+            name=name,
+            version="1.0.0",
+            source="hexdocs",
+            chunker_version=1,
+            item_count=len(docs),
+            chunks=chunks,
+            vectors=vectors.astype(np.float32),
+            embed_model="test:hashing",
+            embed_provider="test",
         )
     )
 
@@ -35,9 +44,14 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     conn = connect(db)
     assert migrate(conn) == SCHEMA_VERSION
-    schema = sorted(r[0] for r in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"))
+    schema = sorted(
+        r[0] for r in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL")
+    )
     assert migrate(conn) == SCHEMA_VERSION
-    assert sorted(r[0] for r in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL")) == schema
+    assert (
+        sorted(r[0] for r in conn.execute("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL"))
+        == schema
+    )
 
 
 def test_database_from_the_future_is_refused(tmp_path: Path) -> None:
@@ -68,13 +82,22 @@ def test_connection_pragmas(tmp_path: Path) -> None:
         ("CHUNK_OVERLAP option", "TextChunker.html#split/2"),
     ],
 )
-def test_identifiers_are_found_whole_and_by_parts(tmp_path: Path, query: str, expected_ref: str) -> None:
+def test_identifiers_are_found_whole_and_by_parts(
+    tmp_path: Path, query: str, expected_ref: str
+) -> None:
     store = Store(tmp_path / "fts.db")
-    _write(store, "pkg", [
-        ("Boruta.Oauth.html#token/2", "Call `Boruta.Oauth.token/2` to issue an access token."),
-        ("TextChunker.html#split/2", "Pass `chunk_overlap: 10` to repeat context between chunks."),
-        ("Other.html#x/0", "Nothing relevant about sizes or tokens here at all."),
-    ])
+    _write(
+        store,
+        "pkg",
+        [
+            ("Boruta.Oauth.html#token/2", "Call `Boruta.Oauth.token/2` to issue an access token."),
+            (
+                "TextChunker.html#split/2",
+                "Pass `chunk_overlap: 10` to repeat context between chunks.",
+            ),
+            ("Other.html#x/0", "Nothing relevant about sizes or tokens here at all."),
+        ],
+    )
     match = to_match(query)
     assert match is not None
     found = keyword_arm(store.conn, match, package="pkg")
@@ -85,8 +108,17 @@ def test_identifiers_are_found_whole_and_by_parts(tmp_path: Path, query: str, ex
 
 def test_quoted_identifier_phrase_matches_directly(tmp_path: Path) -> None:
     store = Store(tmp_path / "phrase.db")
-    _write(store, "pkg", [("A.html#a/1", "Use chunk_overlap wisely."), ("B.html#b/1", "chunk and overlap apart")])
-    ids = [r[0] for r in store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH '\"chunk_overlap\"'")]
+    _write(
+        store,
+        "pkg",
+        [("A.html#a/1", "Use chunk_overlap wisely."), ("B.html#b/1", "chunk and overlap apart")],
+    )
+    ids = [
+        r[0]
+        for r in store.conn.execute(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH '\"chunk_overlap\"'"
+        )
+    ]
     assert [store.hydrate([i])[0]["ref"] for i in ids] == ["A.html#a/1"]
 
 
@@ -98,8 +130,11 @@ def test_vec0_knn_in_one_package_equals_numpy_brute_force(tmp_path: Path) -> Non
         vecs = rng.standard_normal((n, 16)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         _write(store, name, [(f"M.html#f{i}/0", f"doc {name} {i}") for i in range(n)], vecs)
-    alpha_rows = list(store.conn.execute(
-        f"SELECT c.id, v.embedding FROM chunks c JOIN {CHUNK_VEC_TABLE} v ON v.rowid = c.id WHERE c.package='alpha'"))
+    alpha_rows = list(
+        store.conn.execute(
+            f"SELECT c.id, v.embedding FROM chunks c JOIN {CHUNK_VEC_TABLE} v ON v.rowid = c.id WHERE c.package='alpha'"
+        )
+    )
     ids = np.array([r[0] for r in alpha_rows])
     matrix = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in alpha_rows])
     for _ in range(5):
@@ -116,9 +151,19 @@ def test_replace_package_is_atomic(tmp_path: Path) -> None:
     chunks = [chunk_of(item("B.html", "second"))]
     bad = np.zeros((2, 16), dtype=np.float32)  # wrong count: must write nothing
     with pytest.raises(StoreError):
-        store.replace_package(PackageWrite(
-            name="pkg", version="2.0.0", source="hexdocs", chunker_version=1, item_count=1,
-            chunks=chunks, vectors=bad, embed_model="test:hashing", embed_provider="test"))
+        store.replace_package(
+            PackageWrite(
+                name="pkg",
+                version="2.0.0",
+                source="hexdocs",
+                chunker_version=1,
+                item_count=1,
+                chunks=chunks,
+                vectors=bad,
+                embed_model="test:hashing",
+                embed_provider="test",
+            )
+        )
     assert store.package("pkg").version == "1.0.0"  # type: ignore[union-attr]
     assert [r["ref"] for r in store.hydrate([1])] == ["A.html"]
 
@@ -128,9 +173,19 @@ def test_another_models_vectors_are_refused(tmp_path: Path) -> None:
     _write(store, "one", [("A.html", "a")])
     chunks = [chunk_of(item("B.html", "b", package="two"))]
     with pytest.raises(StoreError, match="reindex"):
-        store.replace_package(PackageWrite(
-            name="two", version="1", source="hexdocs", chunker_version=1, item_count=1, chunks=chunks,
-            vectors=np.ones((1, 8), dtype=np.float32), embed_model="other", embed_provider="x"))
+        store.replace_package(
+            PackageWrite(
+                name="two",
+                version="1",
+                source="hexdocs",
+                chunker_version=1,
+                item_count=1,
+                chunks=chunks,
+                vectors=np.ones((1, 8), dtype=np.float32),
+                embed_model="other",
+                embed_provider="x",
+            )
+        )
     assert store.package("two") is None
 
 

@@ -181,7 +181,18 @@ def m001_initial(conn: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[apsw.Connection], None], ...] = (m001_initial,)
+def m002_remember_outcome(conn: apsw.Connection) -> None:
+    # remember_status reports who decided (a chat model, or a rule when none was usable)
+    # and whether the decision was curated; the queue row is the one place both live.
+    conn.execute(
+        """
+        ALTER TABLE remember_queue ADD COLUMN curated INTEGER;
+        ALTER TABLE remember_queue ADD COLUMN model TEXT;
+        """
+    )
+
+
+MIGRATIONS: tuple[Callable[[apsw.Connection], None], ...] = (m001_initial, m002_remember_outcome)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

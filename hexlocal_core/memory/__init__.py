@@ -1,0 +1,10 @@
+"""Curated knowledge memory: the parts behind `hexlocal_core.curate.MemoryService`.
+
+inputs.py    argument checks for remember / recall (UserInputError naming the fix)
+policy.py    pure decisions: thresholds, duplicates, the rules a chat answer must obey
+prompt.py    the curation prompt, its JSON schema, and parsing the model's answer
+queue.py     the durable remember_queue (SQL)
+records.py   memories, their FTS rows and vectors, the curation log (SQL)
+curator.py   one queue item: embed -> neighbours -> decide -> apply in one transaction
+recall.py    hybrid search over memories, with history and mix.lock staleness
+"""
