@@ -1,0 +1,1 @@
+"""hexlocal's command line: `hexlocal_cli.main:main` is the `hexlocal` console script."""

@@ -1,0 +1,278 @@
+"""Docs commands: `search`, `get`, `ingest`, `list`.
+
+Each parses its arguments, calls one service method and formats what comes back; the
+service decides versions, indexing and ranking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from hexlocal_cli import common
+from hexlocal_core.model import IngestProgress
+
+if TYPE_CHECKING:
+    from hexlocal_core.model import IngestReport, SearchResult
+    from hexlocal_core.service import Hexlocal
+
+EXCERPT_CHARS = 600
+MODES = ("rerank", "rrf", "fts", "vector")
+
+ProgressFn = Callable[[IngestProgress], None]
+
+
+# -- progress -----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def ingest_progress(enabled: bool = True) -> Iterator[ProgressFn]:
+    """A rich progress bar on stderr fed by the service's ingestion callback."""
+    if not enabled:
+        yield lambda _p: None
+        return
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} chunks"),
+        TimeElapsedColumn(),
+        console=common.err(),
+        transient=True,
+    )
+    tasks: dict[str, TaskID] = {}
+
+    def update(p: IngestProgress) -> None:
+        key = f"{p.package} {p.version}"
+        if key not in tasks:
+            tasks[key] = progress.add_task(key, total=None)
+        progress.update(
+            tasks[key],
+            description=f"{key}: {p.phase}",
+            total=p.chunks_total or None,
+            completed=p.chunks_embedded,
+        )
+
+    with progress:
+        yield update
+
+
+# -- search and get -----------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("package")
+@click.argument("query")
+@click.option("--version", "version", help="A Hex version; default: what mix.lock pins.")
+@click.option(
+    "--limit", type=click.IntRange(1, 20), default=5, show_default=True, help="Hits to show."
+)
+@click.option("--examples", is_flag=True, help="Only passages with code examples.")
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    default="rerank",
+    show_default=True,
+    help="Ranking: full pipeline, fused arms only, keyword only or vector only.",
+)
+@click.option("--refresh", is_flag=True, help="Re-download and re-index the docs first.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def search(
+    package: str,
+    query: str,
+    version: str | None,
+    limit: int,
+    examples: bool,
+    mode: str,
+    refresh: bool,
+    as_json: bool,
+) -> None:
+    """Search the docs of PACKAGE for QUERY (indexing the package first if needed)."""
+
+    async def work(service: Hexlocal) -> SearchResult:
+        with ingest_progress(enabled=not as_json) as on_progress:
+            return await service.search_docs(
+                package,
+                query,
+                version,
+                limit=limit,
+                examples_only=examples,
+                refresh=refresh,
+                mode=mode,
+                progress=on_progress,
+            )
+
+    show_result(common.with_service(work).to_dict(), as_json=as_json, full=False)
+
+
+@click.command()
+@click.argument("package")
+@click.argument("identifier")
+@click.option("--version", "version", help="A Hex version; default: what mix.lock pins.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def get(package: str, identifier: str, version: str | None, as_json: bool) -> None:
+    """Print the docs of one IDENTIFIER of PACKAGE: Module, Module.fun/2, c:cb/1, t:t/0."""
+
+    async def work(service: Hexlocal) -> SearchResult:
+        return await service.get_docs(package, identifier, version)
+
+    show_result(common.with_service(work).to_dict(), as_json=as_json, full=True)
+
+
+def show_result(data: dict[str, Any], *, as_json: bool, full: bool) -> None:
+    if as_json:
+        common.emit_json(data)
+        return
+    common.print_notices(data["notices"])
+    console = common.out()
+    hits = data["results"]
+    source = f" (from {data['version_source']})" if data.get("version_source") else ""
+    console.print(
+        f"[bold]{escape(data['package'])} {escape(data['version'] or '?')}[/]{escape(source)}: "
+        f"{len(hits)} result(s)"
+    )
+    for rank, hit in enumerate(hits, start=1):
+        console.print()
+        console.print(f"[bold]{rank}. {escape(hit['title'])}[/] [dim]({hit['doc_type']})[/]")
+        console.print(f"   [cyan]{escape(hit['hexdocs_url'])}[/]")
+        text = hit["content"] if full else _excerpt(hit["content"])
+        console.print(escape(_indent(text)))
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"   {line}" if line else line for line in text.splitlines())
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip()
+    if len(text) <= EXCERPT_CHARS:
+        return text
+    cut = text[:EXCERPT_CHARS]
+    return cut[: max(cut.rfind("\n"), EXCERPT_CHARS // 2)].rstrip() + " …"
+
+
+# -- ingest -------------------------------------------------------------------------------
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """`name` or `name@version`; the service validates both parts."""
+    name, at, version = spec.partition("@")
+    if not name or (at and not version):
+        raise click.BadParameter(f"{spec!r}: expected PACKAGE or PACKAGE@VERSION, like jason@1.4.4")
+    return name, version or None
+
+
+@click.command()
+@click.argument("specs", metavar="PACKAGE[@VERSION]...", nargs=-1, required=True)
+@click.option("--refresh", is_flag=True, help="Re-download and re-index even if indexed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+def ingest(specs: tuple[str, ...], refresh: bool, as_json: bool) -> None:
+    """Index packages now (default version: what mix.lock pins, else the latest stable)."""
+    targets = [parse_spec(spec) for spec in specs]
+
+    async def work(service: Hexlocal) -> list[dict[str, Any]]:
+        outcomes = []
+        with ingest_progress(enabled=not as_json) as on_progress:
+            for name, version in targets:
+                outcomes.append(await _ingest_one(service, name, version, refresh, on_progress))
+        return outcomes
+
+    outcomes = common.with_service(work)
+    if as_json:
+        common.emit_json(outcomes)
+    else:
+        _ingest_table(outcomes)
+    if any(o["error"] for o in outcomes):
+        raise SystemExit(1)
+
+
+async def _ingest_one(
+    service: Hexlocal, name: str, version: str | None, refresh: bool, on_progress: ProgressFn
+) -> dict[str, Any]:
+    """One package's outcome; a failure is recorded so the other packages still run."""
+    from hexlocal_core.errors import HexlocalError, UserInputError
+
+    outcome: dict[str, Any] = {"package": name, "requested_version": version, "error": None}
+    try:
+        report, notices = await service.ingest(name, version, refresh=refresh, progress=on_progress)
+    except UserInputError:
+        raise  # a bad argument stops the run: exit 2 like any usage error
+    except HexlocalError as exc:
+        outcome["error"] = str(exc)
+        return outcome
+    outcome.update(_report_dict(report), notices=[n.to_dict() for n in notices])
+    return outcome
+
+
+def _report_dict(report: IngestReport | None) -> dict[str, Any]:
+    if report is None:  # already indexed at the resolved version: nothing to do
+        return {"status": "already indexed"}
+    return {"status": "indexed", "report": common.jsonable(report)}
+
+
+def _ingest_table(outcomes: list[dict[str, Any]]) -> None:
+    table = common.table(
+        "package", "version", "status", "items", "chunks", "embedded", "reused", "seconds"
+    )
+    for o in outcomes:
+        r = o.get("report") or {}
+        status = f"[red]failed[/]: {escape(o['error'])}" if o["error"] else o["status"]
+        table.add_row(
+            o["package"],
+            r.get("version") or o["requested_version"] or "",
+            status,
+            *(str(r.get(k, "")) for k in ("items", "chunks", "embedded", "reused", "seconds")),
+        )
+    common.out().print(table)
+    for o in outcomes:
+        common.print_notices(o.get("notices") or [])
+
+
+# -- list ---------------------------------------------------------------------------------
+
+
+@click.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print the packages as JSON.")
+def list_packages(as_json: bool) -> None:
+    """List the indexed packages with their versions and sizes."""
+
+    async def work(service: Hexlocal) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = common.jsonable(service.list_packages())
+        return rows
+
+    rows = common.with_service(work, load_models=False)
+    if as_json:
+        common.emit_json(rows)
+        return
+    if not rows:
+        common.err().print(
+            "Nothing is indexed yet; `hexlocal ingest PACKAGE` or a search adds one."
+        )
+        return
+    models = sorted({p.get("embed_model") or "none" for p in rows})
+    table = common.table(
+        "package",
+        "version",
+        "status",
+        "chunks",
+        "source",
+        "indexed at",
+        caption=f"embedding model: {', '.join(models)}",
+    )
+    for p in rows:
+        table.add_row(
+            p["name"],
+            p["version"],
+            p["status"],
+            str(p["chunk_count"]),
+            p["source"],
+            p["ingested_at"],
+        )
+    common.out().print(table)
+
+
+COMMANDS = (search, get, ingest, list_packages)

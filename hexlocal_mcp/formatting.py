@@ -1,0 +1,170 @@
+"""The compact text form of each tool's answer, next to its structured form.
+
+Assistants read the text; scripts read the structured content. The text leads with the
+notices, because a notice (a replaced version, a job still running, a degraded stage)
+changes how the hits should be read. Each hit carries what a citation needs: title,
+ref, version and hexdocs_url, then an excerpt cut at a line or word boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+EXCERPT_CHARS = 700
+ISSUE_EXCERPT_CHARS = 300
+
+
+def jsonable(value: Any) -> Any:
+    """An attrs value (or a list of them) as plain JSON types; anything else unchanged."""
+    if attrs.has(type(value)):
+        return attrs.asdict(value, value_serializer=_plain)
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _plain(_inst: Any, _field: Any, value: Any) -> Any:
+    # Dates and enums become their text; everything else is already JSON.
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """The start of `text`, cut at a line (else word) boundary, marked when cut."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    boundary = cut.rfind("\n")
+    if boundary < limit // 2:
+        boundary = cut.rfind(" ")
+    if boundary > limit // 2:
+        cut = cut[:boundary]
+    cut = cut.rstrip() + " …"
+    if cut.count("```") % 2:  # the cut fell inside a code block: close it for renderers
+        cut += "\n```"
+    return cut
+
+
+def notices_block(notices: Iterable[Mapping[str, Any]]) -> list[str]:
+    lines = [f"NOTICE [{n['code']}] {n['message']}" for n in notices]
+    return [*lines, ""] if lines else []
+
+
+def search_result(data: Mapping[str, Any]) -> str:
+    """A `SearchResult.to_dict()` as text: notices, a heading, then numbered hits."""
+    lines = notices_block(data.get("notices") or [])
+    hits: Sequence[Mapping[str, Any]] = data.get("results") or []
+    version = data.get("version") or "?"
+    source = f" (version from {data['version_source']})" if data.get("version_source") else ""
+    if data.get("ingestion"):
+        lines.append(
+            f"{data['package']} {version}{source}: indexing still running, no results yet."
+        )
+        return "\n".join(lines).rstrip()
+    lines.append(
+        f"{data['package']} {version}{source}: {len(hits)} result(s) for {data['query']!r}"
+    )
+    for rank, hit in enumerate(hits, start=1):
+        lines.extend(["", *_hit_lines(rank, hit)])
+    return "\n".join(lines).rstrip()
+
+
+def _hit_lines(rank: int, hit: Mapping[str, Any]) -> list[str]:
+    head = f"{rank}. {hit['title']} ({hit['doc_type']}, v{hit['version']})"
+    if hit.get("deprecated"):
+        head += f" DEPRECATED: {hit['deprecated']}"
+    lines = [head, f"   ref: {hit['ref']}", f"   url: {hit['hexdocs_url']}"]
+    if hit.get("signature"):
+        lines.append(f"   signature: {hit['signature']}")
+    lines.append(_indent(excerpt(hit.get("content") or "")))
+    return lines
+
+
+def _indent(text: str, prefix: str = "   ") -> str:
+    return "\n".join(prefix + line if line else line for line in text.splitlines())
+
+
+def ingestion_status(jobs: Sequence[Mapping[str, Any]]) -> str:
+    if not jobs:
+        return "No ingestion is running or recorded in this server."
+    return "\n".join(_job_line(job) for job in jobs)
+
+
+def _job_line(job: Mapping[str, Any]) -> str:
+    line = f"{job['package']} {job.get('version') or ''}".rstrip() + f": {job['state']}"
+    progress = job.get("progress")
+    if progress:
+        done, total = progress["chunks_embedded"], progress["chunks_total"]
+        line += f" ({progress['phase']}, {done}/{total} chunks after {job.get('elapsed_s', 0)} s)"
+    if job.get("error"):
+        line += f" - error: {job['error']}"
+    return line
+
+
+def packages(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "Nothing is indexed yet; search_docs indexes a package on first use."
+    lines = [f"{len(rows)} indexed package(s):"]
+    for p in rows:
+        lines.append(
+            f"- {p['name']} {p['version']} ({p['status']}, {p['chunk_count']} chunks from "
+            f"{p['source']}, indexed {p['ingested_at']})"
+        )
+    return "\n".join(lines)
+
+
+def remember_requests(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "Nothing to remember."
+    lines = [f"{len(rows)} text(s) queued for curation:"]
+    lines.extend(f"- {_compact_row(row)}" for row in rows)
+    lines.append("Call remember_status with these request ids to see the outcome.")
+    return "\n".join(lines)
+
+
+def remember_outcomes(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "No such requests."
+    return "\n".join(f"- {_compact_row(row)}" for row in rows)
+
+
+def _compact_row(row: Mapping[str, Any]) -> str:
+    # Curation rows are small flat dicts; show them as key=value, text last and shortened.
+    parts = [f"{k}={v}" for k, v in row.items() if k != "text" and v not in (None, "", [], {})]
+    if row.get("text"):
+        parts.append(repr(excerpt(str(row["text"]), 120)))
+    return ", ".join(parts)
+
+
+def memories(rows: Sequence[Mapping[str, Any]], query: str) -> str:
+    if not rows:
+        return f"No memory matches {query!r}."
+    lines = [f"{len(rows)} memory(ies) for {query!r}:"]
+    for m in rows:
+        flags = [f for f in ("deprecated", "stale") if m.get(f)]
+        if not m.get("curated"):
+            flags.append("uncurated")
+        scope = " ".join(x for x in (m.get("package"), m.get("version")) if x)
+        meta = ", ".join(filter(None, [f"#{m['id']}", scope, *m.get("tags", ()), *flags]))
+        lines.append(f"- [{meta}] {m['text']}")
+    return "\n".join(lines)
+
+
+def issues(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "No issue or pull request matched."
+    lines: list[str] = []
+    for i in rows:
+        kind = "PR" if i["is_pr"] else "issue"
+        lines.append(f"- {i['repo']}#{i['number']} [{kind}, {i['state']}] {i['title']}")
+        lines.append(
+            f"  {i['html_url']} (updated {i.get('updated_at') or '?'}, {i['comments']} comments)"
+        )
+        if i.get("excerpt"):
+            lines.append(_indent(excerpt(i["excerpt"], ISSUE_EXCERPT_CHARS), "  "))
+    return "\n".join(lines)

@@ -1,0 +1,490 @@
+"""The MCP tools: typed arguments the model can learn from, one service call, formatting.
+
+Each tool's docstring and argument descriptions are written for the assistant calling
+it: they teach the call pattern (one package per call, the package's own vocabulary,
+read the notices, remember a whole session in one list). Behaviour lives in the service;
+a tool only awaits the service, calls it once and returns the structured dict plus its
+compact text form. Errors leave through `tool_errors`: a `HexlocalError` becomes a
+`ToolError` carrying its message (which names the fix); anything else is logged with its
+traceback and answered with a generic message, so the server never dies of one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+
+from attrs import frozen
+from fastmcp import Context
+from fastmcp.exceptions import ToolError
+from fastmcp.tools.base import ToolResult
+from mcp_types import TextContent, ToolAnnotations
+from pydantic import Field
+
+from hexlocal_core.errors import HexlocalError
+from hexlocal_core.model import IngestProgress
+from hexlocal_mcp import formatting
+
+if TYPE_CHECKING:
+    from hexlocal_core.service import Hexlocal
+
+log = logging.getLogger("hexlocal.mcp.tools")
+
+HOST_KEY = "hexlocal"  # where the lifespan puts the ServiceHost in the lifespan context
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# -- argument types: the descriptions are the model's manual ----------------------------
+
+Package = Annotated[
+    str,
+    Field(
+        description=(
+            "The Hex package name exactly as in mix.exs / mix.lock, e.g. 'ecto', "
+            "'phoenix_live_view', 'jason'; Elixir's own apps are 'elixir', 'ex_unit', "
+            "'logger', 'mix', 'eex', 'iex'. Required: one package per call; for a question "
+            "spanning packages, make one call per package."
+        )
+    ),
+]
+Query = Annotated[
+    str,
+    Field(
+        description=(
+            "What to look for, in the package's own vocabulary: module and function names "
+            "('Ecto.Multi.run/3'), option names (':on_conflict'), terms its docs use "
+            "('changeset', 'preload'). One topic per call, not a whole conversation."
+        )
+    ),
+]
+Version = Annotated[
+    str | None,
+    Field(
+        description=(
+            "A Hex version such as '3.12.5'. Leave it out: the version the project's "
+            "mix.lock pins is used (else what is indexed, else the latest stable release)."
+        )
+    ),
+]
+SearchLimit = Annotated[int, Field(ge=1, le=20, description="How many hits to return (1-20).")]
+ExamplesOnly = Annotated[
+    bool, Field(description="Only return passages that contain a code example.")
+]
+Identifier = Annotated[
+    str,
+    Field(
+        description=(
+            "One exact identifier: 'Module', 'Module.function/arity', 'c:callback/arity' "
+            "or 't:type/arity', e.g. 'Ecto.Repo.insert/2', 'c:GenServer.init/1'. Use "
+            "search_docs for questions and partial names."
+        )
+    ),
+]
+OptionalPackage = Annotated[
+    str | None, Field(description="A Hex package name; leave out for every package.")
+]
+Texts = Annotated[
+    list[str],
+    Field(
+        description=(
+            "The lessons to keep, one self-contained fact per string (name the module, "
+            "function or option it is about). Send everything worth keeping from this "
+            "session in ONE call as a list, not one call per fact."
+        )
+    ),
+]
+MemoryPackage = Annotated[
+    str | None, Field(description="The Hex package the lessons are about, if one.")
+]
+MemoryVersion = Annotated[
+    str | None,
+    Field(description="The package version the lessons were learned on (needs package)."),
+]
+Tags = Annotated[
+    list[str] | None, Field(description="Short one-line tags, e.g. ['testing', 'gotcha'].")
+]
+RequestIds = Annotated[list[str], Field(description="The request ids that remember returned.")]
+RecallQuery = Annotated[
+    str, Field(description="What you want to know, in the words the lesson would use.")
+]
+RecallLimit = Annotated[int, Field(ge=1, le=50, description="How many memories (1-50).")]
+IncludeDeprecated = Annotated[
+    bool, Field(description="Also return memories later marked deprecated (with history).")
+]
+IssueQueryText = Annotated[
+    str,
+    Field(description="Words to search issue and PR titles and bodies for, e.g. an error message."),
+]
+IssuePackage = Annotated[
+    str | None,
+    Field(description="A Hex package: its GitHub repository (from hex.pm) is searched."),
+]
+Repo = Annotated[str | None, Field(description="A GitHub repository 'owner/name'.")]
+Org = Annotated[str | None, Field(description="A GitHub user or organisation.")]
+IssueType = Annotated[str | None, Field(description="'issue' or 'pr'; leave out for both.")]
+IssueState = Annotated[str | None, Field(description="'open' or 'closed'; leave out for both.")]
+IssueLimit = Annotated[int, Field(ge=1, le=50, description="How many results (1-50).")]
+FromDay = Annotated[
+    str | None,
+    Field(alias="from", description="First UTC day, YYYY-MM-DD (default: the until day)."),
+]
+UntilDay = Annotated[
+    str | None, Field(description="Last UTC day, YYYY-MM-DD, included (default: today).")
+]
+
+
+# -- plumbing shared by the tools ---------------------------------------------------------
+
+
+def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Translate errors at the edge: domain errors keep their message, the rest is logged."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except ToolError:
+            raise
+        except HexlocalError as exc:
+            # An expected outcome for the caller to fix, not a server fault: log it quietly.
+            raise ToolError(str(exc), log_level=logging.INFO) from exc
+        except Exception as exc:
+            log.exception("unexpected error in tool %s", fn.__name__)
+            raise ToolError(
+                f"{fn.__name__} failed on an internal error ({type(exc).__name__}); the "
+                "traceback is in the server log (stderr, or MCP_LOG_FILE). Try again; if it "
+                "persists, run `hexlocal doctor`."
+            ) from exc
+
+    return wrapper
+
+
+async def _service(ctx: Context) -> Hexlocal:
+    """The service once it is built (the lifespan builds it in the background)."""
+    host = ctx.lifespan_context.get(HOST_KEY)
+    if host is None:
+        raise ToolError("the hexlocal server is not started; restart the MCP server")
+    service: Hexlocal = await host.service()
+    return service
+
+
+def _answer(data: Mapping[str, Any], text: str) -> ToolResult:
+    return ToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(data))
+
+
+# Share of a job's progress each phase starts at (percent); embedding fills the middle.
+_PHASE_START = {
+    "resolving": 0.0,
+    "downloading": 2.0,
+    "parsing": 8.0,
+    "embedding": 12.0,
+    "writing": 95.0,
+    "done": 100.0,
+    "failed": 100.0,
+}
+
+
+def progress_percent(p: IngestProgress) -> float:
+    """A job's progress as 0-100: phases in order, embedding by chunks embedded."""
+    start = _PHASE_START.get(p.phase, 0.0)
+    if p.phase == "embedding" and p.chunks_total > 0:
+        start += 83.0 * min(p.chunks_embedded, p.chunks_total) / p.chunks_total
+    return round(start, 1)
+
+
+def progress_message(p: IngestProgress) -> str:
+    text = f"indexing {p.package} {p.version}: {p.phase}"
+    if p.chunks_total:
+        text += f" ({p.chunks_embedded}/{p.chunks_total} chunks)"
+    return f"{text} - {p.message}" if p.message else text
+
+
+@contextlib.asynccontextmanager
+async def reporting_progress(ctx: Context) -> AsyncIterator[Callable[[IngestProgress], None]]:
+    """A progress callback for the service that becomes MCP progress notifications.
+
+    The service calls it synchronously from its own task; a queue hands each update to a
+    sender task that owns the (async) notification. Once the call returns the callback
+    drops updates: notifications after the result would be discarded by the client.
+    """
+    queue: asyncio.Queue[IngestProgress] = asyncio.Queue()
+    open_ = True
+    last = -1.0
+
+    async def send() -> None:
+        nonlocal last
+        while True:
+            update = await queue.get()
+            value = max(last, progress_percent(update))  # MCP progress must not go back
+            last = value
+            try:
+                await ctx.report_progress(value, 100.0, progress_message(update))
+            except Exception:  # a client that went away must not fail the search
+                log.debug("progress notification not sent", exc_info=True)
+
+    def on_progress(update: IngestProgress) -> None:
+        if open_:
+            queue.put_nowait(update)
+
+    sender = asyncio.create_task(send(), name="mcp-progress")
+    try:
+        yield on_progress
+    finally:
+        open_ = False
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sender
+
+
+# -- the tools ------------------------------------------------------------------------------
+
+
+@tool_errors
+async def search_docs(
+    ctx: Context,
+    package: Package,
+    query: Query,
+    version: Version = None,
+    limit: SearchLimit = 5,
+    examples_only: ExamplesOnly = False,
+) -> ToolResult:
+    """Search the documentation of ONE Hex package, at the version the project uses.
+
+    Returns the best matching passages, each with its title, ref, version and hexdocs_url
+    to cite. Read the `notices` first: they say when the version differs from what you
+    expected, when results are degraded, or when the package is still being indexed (then
+    call again with the same arguments in a little while, or check ingestion_status).
+    The first search of a package downloads and indexes its docs, which can take a while.
+    For an exact identifier ('Ecto.Repo.insert/2') prefer get_docs.
+    """
+    service = await _service(ctx)
+    async with reporting_progress(ctx) as on_progress:
+        result = await service.search_docs(
+            package, query, version, limit=limit, examples_only=examples_only, progress=on_progress
+        )
+    data = result.to_dict()
+    return _answer(data, formatting.search_result(data))
+
+
+@tool_errors
+async def get_docs(
+    ctx: Context, package: Package, identifier: Identifier, version: Version = None
+) -> ToolResult:
+    """The full documentation of one exact module, function, callback or type.
+
+    Use it when you know the identifier; use search_docs when you only know the topic.
+    Read the `notices`: a `not_found` notice means the identifier is not documented in
+    that version (check the spelling and arity with search_docs).
+    """
+    service = await _service(ctx)
+    result = await service.get_docs(package, identifier, version)
+    data = result.to_dict()
+    return _answer(data, formatting.search_result(data))
+
+
+@tool_errors
+async def ingestion_status(ctx: Context, package: OptionalPackage = None) -> ToolResult:
+    """Where indexing stands: running, done or failed, with progress.
+
+    Use it after search_docs answered that indexing is still running. Without a package
+    it lists every ingestion this server has run; with one it also says whether that
+    package is already indexed.
+    """
+    service = await _service(ctx)
+    jobs = service.ingestion_status(package)
+    return _answer({"jobs": jobs}, formatting.ingestion_status(jobs))
+
+
+@tool_errors
+async def list_indexed_packages(ctx: Context) -> ToolResult:
+    """The packages already indexed here, with their versions and sizes."""
+    service = await _service(ctx)
+    rows = formatting.jsonable(service.list_packages())
+    return _answer({"packages": rows}, formatting.packages(rows))
+
+
+@tool_errors
+async def remember(
+    ctx: Context,
+    texts: Texts,
+    package: MemoryPackage = None,
+    version: MemoryVersion = None,
+    tags: Tags = None,
+) -> ToolResult:
+    """Keep lessons for later sessions: fixes found, gotchas, project conventions.
+
+    Pass ALL the lessons of this session in one call, as a list of self-contained facts.
+    They are queued and curated in the background (merged with, or replacing, what is
+    already known); the answer gives a request id per text for remember_status.
+    """
+    service = await _service(ctx)
+    rows = await service.memory.remember(texts, package=package, version=version, tags=tags)
+    return _answer({"requests": rows}, formatting.remember_requests(rows))
+
+
+@tool_errors
+async def remember_status(ctx: Context, request_ids: RequestIds) -> ToolResult:
+    """What curation did with texts given to remember (created, merged, duplicate, ...)."""
+    service = await _service(ctx)
+    rows = service.memory.remember_status(request_ids)
+    return _answer({"requests": rows}, formatting.remember_outcomes(rows))
+
+
+@tool_errors
+async def recall(
+    ctx: Context,
+    query: RecallQuery,
+    limit: RecallLimit = 5,
+    package: OptionalPackage = None,
+    include_deprecated: IncludeDeprecated = False,
+) -> ToolResult:
+    """Recall lessons remembered in earlier sessions, best match first.
+
+    Check it before a task in an area you worked on before. A memory marked stale was
+    learned on another version of its package than the project now locks.
+    """
+    service = await _service(ctx)
+    found = await service.memory.recall(
+        query, limit=limit, package=package, include_deprecated=include_deprecated
+    )
+    rows = formatting.jsonable(found)
+    return _answer({"memories": rows}, formatting.memories(rows, query))
+
+
+@tool_errors
+async def search_github_issues(
+    ctx: Context,
+    query: IssueQueryText,
+    package: IssuePackage = None,
+    repo: Repo = None,
+    org: Org = None,
+    type: IssueType = None,
+    state: IssueState = None,
+    limit: IssueLimit = 10,
+) -> ToolResult:
+    """Search GitHub issues and pull requests live, e.g. for an error the docs do not explain.
+
+    Scope it with package (its repository is looked up on hex.pm), repo or org. Nothing
+    is stored; unauthenticated GitHub search allows about 10 calls a minute.
+    """
+    service = await _service(ctx)
+    hits = await service.search_github_issues(
+        query, package=package, repo=repo, org=org, type=type, state=state, limit=limit
+    )
+    rows = formatting.jsonable(hits)
+    return _answer({"issues": rows}, formatting.issues(rows))
+
+
+@tool_errors
+async def get_token_usage(
+    ctx: Context, from_: FromDay = None, until: UntilDay = None
+) -> ToolResult:
+    """Tokens spent on models per model and day range (UTC days, both ends included).
+
+    Local models cost nothing but are listed; cloud tokens are the ones that cost money.
+    """
+    service = await _service(ctx)
+    report = service.get_token_usage(from_, until)
+    return _answer(report.to_dict(), report.to_markdown())
+
+
+# -- the contract: name, title and hints of every tool ----------------------------------------
+
+
+def _schema(required: tuple[str, ...], **properties: str | tuple[str, ...]) -> dict[str, Any]:
+    """A small output schema: top-level keys and their JSON types, extra keys allowed."""
+    props = {
+        name: {"type": list(kind) if isinstance(kind, tuple) else kind}
+        for name, kind in properties.items()
+    }
+    return {"type": "object", "properties": props, "required": list(required)}
+
+
+_RESULT = _schema(
+    ("package", "query", "results", "notices"),
+    package="string",
+    version=("string", "null"),
+    query="string",
+    version_source=("string", "null"),
+    results="array",
+    notices="array",
+    ingestion=("object", "null"),
+)
+
+
+@frozen(kw_only=True)
+class ToolSpec:
+    """One tool's registration: its function and the hints clients show and act on."""
+
+    fn: Callable[..., Awaitable[ToolResult]]
+    title: str
+    output_schema: dict[str, Any]
+    read_only: bool = True
+    open_world: bool = False  # True when the call may reach the network
+
+    @property
+    def name(self) -> str:
+        return self.fn.__name__
+
+    def annotations(self) -> ToolAnnotations:
+        return ToolAnnotations(
+            title=self.title,
+            read_only_hint=self.read_only,
+            destructive_hint=False,  # nothing here deletes or overwrites user data
+            idempotent_hint=self.read_only,
+            open_world_hint=self.open_world,
+        )
+
+
+# search_docs and get_docs only fill hexlocal's own cache, so they count as read-only;
+# both may download docs from hex.pm, hence open-world.
+TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        fn=search_docs, title="Search a Hex package's docs", output_schema=_RESULT, open_world=True
+    ),
+    ToolSpec(
+        fn=get_docs, title="Get the docs of one identifier", output_schema=_RESULT, open_world=True
+    ),
+    ToolSpec(
+        fn=ingestion_status, title="Indexing status", output_schema=_schema(("jobs",), jobs="array")
+    ),
+    ToolSpec(
+        fn=list_indexed_packages,
+        title="List indexed packages",
+        output_schema=_schema(("packages",), packages="array"),
+    ),
+    ToolSpec(
+        fn=remember,
+        title="Remember lessons",
+        output_schema=_schema(("requests",), requests="array"),
+        read_only=False,
+    ),
+    ToolSpec(
+        fn=remember_status,
+        title="Curation status of remembered lessons",
+        output_schema=_schema(("requests",), requests="array"),
+    ),
+    ToolSpec(
+        fn=recall,
+        title="Recall remembered lessons",
+        output_schema=_schema(("memories",), memories="array"),
+    ),
+    ToolSpec(
+        fn=search_github_issues,
+        title="Search GitHub issues and PRs",
+        output_schema=_schema(("issues",), issues="array"),
+        open_world=True,
+    ),
+    ToolSpec(
+        fn=get_token_usage,
+        title="Token usage",
+        output_schema=_schema(
+            ("from", "until", "totals", "by_model"), totals="object", by_model="object"
+        ),
+    ),
+)

@@ -1,0 +1,103 @@
+"""The MCP server as a client really runs it: `hexlocal serve` spawned over stdio and
+driven by the official `mcp` SDK client, against the fake hex.pm serving a real tarball,
+with the real default build (local embedder; reranker off).
+
+A tiny shim between client and server copies the server's stdout to a file, so the test
+can check that stdout carried JSON-RPC and nothing else (one stray print breaks clients).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.fakes.fake_hex import FakeHex
+
+PACKAGE = "nimble_pool"
+VERSION = "1.1.0"
+LOCK = (
+    '%{\n  "nimble_pool": {:hex, :nimble_pool, "1.1.0", '
+    '"af2e4e6b34197db81f7aad230c1118eac993acc0dae6bc83bac0126d4ae0813a", [:mix], [], '
+    '"hexpm", "2fb6de9cb7d0c4ab6d5fba2b3a2a1f3c4d5e6f708192a3b4c5d6e7f8091a2b3c"},\n}\n'
+)
+
+SHIM = """\
+import subprocess, sys
+with open(sys.argv[1], "wb") as tee:
+    child = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE)
+    out = sys.stdout.buffer
+    while chunk := child.stdout.read1(65536):
+        out.write(chunk)
+        out.flush()
+        tee.write(chunk)
+        tee.flush()
+    sys.exit(child.wait())
+"""
+
+
+def server_env(fake: FakeHex, tmp_path: Path) -> dict[str, str]:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mix.lock").write_text(LOCK)
+    keep = ("HEXLOCAL_MODEL_CACHE", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME", "PATH")
+    env = {name: os.environ[name] for name in keep if name in os.environ}
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HEX_API_URL=fake.api_url,
+        HEX_MIRROR=fake.mirror_url,
+        PROJECT_ROOT=str(project),
+        DATABASE_PATH=str(tmp_path / "index.db"),
+        AI_RERANK_MODEL="off",
+        INGEST_TIMEOUT_MS="120000",
+        MCP_LOG_FILE=str(tmp_path / "mcp.log"),
+        MCP_LOG_LEVEL="debug",
+    )
+    return env
+
+
+async def test_serve_over_stdio_cites_hexdocs(fake_hex: FakeHex, tmp_path: Path) -> None:
+    shim = tmp_path / "tee_shim.py"
+    shim.write_text(SHIM)
+    tee = tmp_path / "stdout.jsonl"
+    hexlocal = Path(sys.executable).parent / "hexlocal"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[str(shim), str(tee), str(hexlocal), "serve"],
+        env=server_env(fake_hex, tmp_path),
+        cwd=str(tmp_path),
+    )
+    with (tmp_path / "stderr.log").open("w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                assert init.server_info.name == "hexlocal"
+                names = {tool.name for tool in (await session.list_tools()).tools}
+                assert {"search_docs", "get_docs", "remember", "recall"} <= names
+                result = await session.call_tool(
+                    "search_docs",
+                    {"package": PACKAGE, "query": "checkout a worker"},
+                    read_timeout_seconds=180,
+                )
+    errors = (tmp_path / "stderr.log").read_text()
+    assert not result.is_error, (result.content, errors[-2000:])
+    data = result.structured_content
+    assert data is not None, result.content
+    assert (data["version"], data["version_source"]) == (VERSION, "mix.lock")
+    hits = {hit["ref"]: hit for hit in data["results"]}
+    assert "NimblePool.html#checkout!/4" in hits, list(hits)
+    cited = hits["NimblePool.html#checkout!/4"]
+    assert cited["hexdocs_url"].startswith("https://")
+    assert cited["hexdocs_url"].endswith(f"/{VERSION}/NimblePool.html#checkout!/4")
+    assert len(fake_hex.requests_to(f"/repo/docs/{PACKAGE}-{VERSION}.tar.gz")) == 1
+
+    lines = [line for line in tee.read_text().splitlines() if line.strip()]
+    assert lines, "the server wrote nothing to stdout"
+    for line in lines:
+        message = json.loads(line)  # a stray print would fail here
+        assert message.get("jsonrpc") == "2.0", line
+    assert "hexlocal service ready" in (tmp_path / "mcp.log").read_text()
