@@ -167,7 +167,14 @@ class Hexlocal:
         )
         return self._result(prepared, query, outcome)
 
-    async def get_docs(self, package: str, identifier: str, version: str | None = None) -> SearchResult:
+    async def get_docs(
+        self,
+        package: str,
+        identifier: str,
+        version: str | None = None,
+        *,
+        progress: ProgressFn | None = None,
+    ) -> SearchResult:
         """The docs of exactly one identifier (`Mod`, `Mod.fun/2`, `c:cb/1`, `t:t/0`)."""
         identifier = check_query(identifier)
         ident = parse_identifier(identifier)
@@ -176,7 +183,7 @@ class Hexlocal:
                 f"{identifier!r} is not an identifier; pass `Module`, `Module.fun/arity`, "
                 "`c:callback/1` or `t:type/0` (use search_docs for questions)"
             )
-        prepared = await self._prepare(package, version, refresh=False, progress=None)
+        prepared = await self._prepare(package, version, refresh=False, progress=progress)
         if prepared.waiting is not None:
             return prepared.waiting_result(identifier)
         from hexlocal_core.search.exact import exact_chunk_ids
@@ -201,19 +208,34 @@ class Hexlocal:
         return prepared.report, prepared.notices
 
     def ingestion_status(self, package: str | None = None) -> list[dict[str, Any]]:
-        names = [package] if package else [j for j in self.jobs._jobs]
-        out = []
-        for name in names:
-            job = self.jobs.get(name)
-            if job is not None:
-                out.append(job.status())
-            elif package:
-                indexed = self.store.package(name)
-                state = {"package": name, "state": "idle"}
-                if indexed:
-                    state.update(state="indexed", version=indexed.version)
-                out.append(state)
-        return out
+        """This process's jobs (all, or the package's), else what the index holds for it."""
+        if not package:
+            return self.jobs.statuses()
+        job = self.jobs.get(package)
+        if job is not None:
+            return [job.status()]
+        indexed = self.store.package(package)
+        if indexed is None:
+            return [{"package": package, "state": "not indexed"}]
+        return [{"package": package, "state": "indexed", "version": indexed.version}]
+
+    def diagnostics(self) -> dict[str, Any]:
+        """Facts for `doctor`: the database, its schema, what it holds."""
+        import apsw
+
+        from hexlocal_core.index.migrations import SCHEMA_VERSION
+
+        config = self.store.embedding_config()
+        return {
+            "database_path": str(self.store.path),
+            "schema_version": self.store.schema_version,
+            "schema_known": SCHEMA_VERSION,
+            "sqlite": apsw.sqlite_lib_version(),
+            "packages": len(self.store.packages()),
+            "chunks": self.store.chunk_count(),
+            "embedding_model": config.model if config else None,
+            "embedding_dims": config.dims if config else None,
+        }
 
     def list_packages(self) -> list[IndexedPackage]:
         return self.store.packages()
@@ -302,7 +324,8 @@ class Hexlocal:
                 return _Prepared(resolved, indexed.version, tuple(notices))
             if resolved.source in (VersionSource.HEX_LATEST, VersionSource.INDEXED) and version is None:
                 notices.append(_not_latest_notice(indexed, resolved))
-                return _Prepared(resolved, indexed.version, tuple(notices))
+                kept = evolve(resolved, version=indexed.version, source=VersionSource.INDEXED)
+                return _Prepared(kept, indexed.version, tuple(notices))
         if self.embedder is None:
             raise ModelError("no embedding model is available to index new docs; see `hexlocal models status`")
         model_guard(self.store, self.embedder)  # before any download

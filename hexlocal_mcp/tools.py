@@ -282,7 +282,23 @@ async def get_docs(
     that version (check the spelling and arity with search_docs).
     """
     service = await _service(ctx)
-    result = await service.get_docs(package, identifier, version)
+    async with reporting_progress(ctx) as on_progress:
+        result = await service.get_docs(package, identifier, version, progress=on_progress)
+    data = result.to_dict()
+    return _answer(data, formatting.search_result(data))
+
+
+@tool_errors
+async def search_project_docs(ctx: Context, query: Query, limit: SearchLimit = 5) -> ToolResult:
+    """Search the project's OWN docs (README, docs/, guides/), not a dependency's.
+
+    Use it for the project's conventions, design notes and guides. They are indexed by
+    `hexlocal index-docs`; a notice says so when they are not indexed yet.
+    """
+    from hexlocal_core.project_docs import search_project_docs as search
+
+    service = await _service(ctx)
+    result = await search(service, query, limit=limit)
     data = result.to_dict()
     return _answer(data, formatting.search_result(data))
 
@@ -450,6 +466,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         fn=get_docs, title="Get the docs of one identifier", output_schema=_RESULT, open_world=True
     ),
+    ToolSpec(fn=search_project_docs, title="Search the project's own docs", output_schema=_RESULT),
     ToolSpec(
         fn=ingestion_status, title="Indexing status", output_schema=_schema(("jobs",), jobs="array")
     ),

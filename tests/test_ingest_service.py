@@ -83,7 +83,7 @@ async def test_lock_downgrade_replaces_version_with_notice(svc: Hexlocal) -> Non
 async def test_indexed_version_is_not_silently_replaced_by_latest(svc: Hexlocal) -> None:
     await svc.search_docs("jason", "decode", version="1.4.4")
     result = await svc.search_docs("jason", "decode")
-    assert result.version == "1.4.4"
+    assert (result.version, result.version_source) == ("1.4.4", "indexed")
     assert any(n.code == "indexed_version_differs" and "1.4.5" in n.message for n in result.notices)
 
 

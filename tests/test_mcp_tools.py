@@ -44,6 +44,7 @@ CONTRACT: dict[str, tuple[list[str], list[str], bool, bool]] = {
     ),
     "get_docs": (["package", "identifier", "version"], ["package", "identifier"], True, True),
     "ingestion_status": (["package"], [], True, False),
+    "search_project_docs": (["query", "limit"], ["query"], True, False),
     "list_indexed_packages": ([], [], True, False),
     "remember": (["texts", "package", "version", "tags"], ["texts"], False, False),
     "remember_status": (["request_ids"], ["request_ids"], True, False),

@@ -68,6 +68,9 @@ class JobRegistry:
     def get(self, package: str) -> Job | None:
         return self._jobs.get(package)
 
+    def statuses(self) -> list[dict[str, Any]]:
+        return [job.status() for job in self._jobs.values()]
+
     def running(self, package: str) -> Job | None:
         job = self._jobs.get(package)
         return job if job is not None and not job.done else None
