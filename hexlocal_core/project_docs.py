@@ -48,7 +48,9 @@ def project_request(project_root: Path, paths: Sequence[Path] | None) -> IndexRe
     )
 
 
-async def index_project_docs(service: Hexlocal, paths: Sequence[Path] | None = None) -> ProjectIndexReport:
+async def index_project_docs(
+    service: Hexlocal, paths: Sequence[Path] | None = None
+) -> ProjectIndexReport:
     """Index (or re-index) the project's markdown; a deleted file's chunks disappear."""
     if service.embedder is None:
         from hexlocal_core.errors import ModelError
@@ -59,8 +61,10 @@ async def index_project_docs(service: Hexlocal, paths: Sequence[Path] | None = N
     chunks = await asyncio.to_thread(chunk_items, request.items)
     counts = compare(stored, [(c.item.ref, c.ordinal, c.content_hash) for c in chunks])
     if not request.items:
+        # Every file is gone (or skipped): the project's docs leave the index entirely.
         await asyncio.to_thread(service.store.delete_package, PROJECT_PACKAGE)
-        return ProjectIndexReport(0, 0, embedded=0, skipped=dict(request.skipped or {}), seconds=0.0, **counts)
+        skipped = dict(request.skipped or {})
+        return ProjectIndexReport(0, 0, embedded=0, skipped=skipped, seconds=0.0, **counts)
     report = await index_items(
         service.store, service.embedder, request, batch_size=service.settings.embed_batch_size
     )
@@ -88,7 +92,9 @@ async def search_project_docs(service: Hexlocal, query: str, *, limit: int = 5) 
         )
         return SearchResult(package=PROJECT_PACKAGE, version=None, query=query, notices=(notice,))
     mode = "rerank" if service.settings.rerank_enabled else "rrf"
-    outcome = await service.engine.search(PROJECT_PACKAGE, query, limit=limit, mode=mode, exact=False)
+    outcome = await service.engine.search(
+        PROJECT_PACKAGE, query, limit=limit, mode=mode, exact=False
+    )
     return SearchResult(
         package=PROJECT_PACKAGE,
         version=PROJECT_VERSION,

@@ -211,6 +211,7 @@ class Hexlocal:
         """This process's jobs (all, or the package's), else what the index holds for it."""
         if not package:
             return self.jobs.statuses()
+        package = validate_package_name(package)  # a bad name is an error, never echoed whole
         job = self.jobs.get(package)
         if job is not None:
             return [job.status()]
@@ -312,6 +313,10 @@ class Hexlocal:
         progress: ProgressFn | None,
         wait_s: float | None = -1.0,
     ) -> _Prepared:
+        # resolve_version reads a blank version as "not given"; so must the checks below,
+        # or a blank version would replace the indexed one with hex.pm's latest.
+        if version is not None and not version.strip():
+            version = None
         if self.embedder is not None and self.store.package(validate_package_name(package)) is None:
             model_guard(self.store, self.embedder)  # a new package means a download: refuse first
         resolved = await self._resolve(package, version)

@@ -247,6 +247,8 @@ class HexClient:
                     raise self._status_error(request, resp)
                 if request.json:
                     _check_json_type(request, resp.headers.get("Content-Type", ""))
+                else:
+                    _check_not_html(request, resp.headers.get("Content-Type", ""))
                 body = await read_capped(
                     resp.content.iter_chunked(CHUNK_BYTES), request.cap, resp.content_length
                 )
@@ -298,6 +300,18 @@ def _check_json_type(request: _Request, content_type: str) -> None:
             f"{request.what}: GET {request.url} returned {mime or 'no content type'} instead of "
             "JSON; HEX_API_URL should point at the Hex API (ending in /api), not a web page "
             "or a login portal"
+        )
+
+
+def _check_not_html(request: _Request, content_type: str) -> None:
+    # A captive portal or a wrong HEX_MIRROR answers 200 with a web page; named here, with
+    # the URL, instead of later as "not gzip-compressed" with neither.
+    mime = content_type.split(";", 1)[0].strip().lower()
+    if mime == "text/html":
+        raise RemoteError(
+            f"{request.what}: GET {request.url} returned a web page (text/html) instead of a "
+            "docs tarball; HEX_MIRROR should point at a Hex repository (like "
+            "https://repo.hex.pm), not a web page or a login portal"
         )
 
 

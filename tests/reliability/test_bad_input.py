@@ -1,0 +1,261 @@
+"""Every MCP tool argument, given wrong types, emptiness, 1 MB, control characters,
+unknown packages and versions, and hostile FTS syntax.
+
+Bad arguments must come back as an error result whose message names the problem; valid
+but odd input (FTS operators, quotes, unknown identifiers) must be answered normally. In
+no case may a traceback or an "internal error" reach the client, and the server must
+answer the next call. The server is the real one over the in-memory fastmcp Client, on a
+service with the HashingEmbedder, the fake hex.pm and the fake GitHub.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.client import CallToolResult
+from mcp_types import TextContent
+
+from hexlocal_core.adapters.github import GitHubIssues
+from hexlocal_core.config import Settings
+from hexlocal_core.service import Hexlocal, build
+from hexlocal_mcp.server import create_server
+from hexlocal_mcp.tools import TOOLS
+from tests.fakes.fake_github import FakeGitHub
+from tests.fakes.fake_hex import FakeHex, client_for, settings_for
+from tests.helpers import HashingEmbedder
+
+MB = "x" * 1_000_000
+OK = "answered"  # the expectation of a case that must not be an error
+
+BASE: dict[str, dict[str, Any]] = {
+    "search_docs": {"package": "jason", "query": "decode", "version": "1.4.4"},
+    "search_project_docs": {"query": "deploy"},
+    "get_docs": {"package": "jason", "identifier": "Jason.decode/2", "version": "1.4.4"},
+    "ingestion_status": {},
+    "list_indexed_packages": {},
+    "remember": {"texts": ["Jason.decode!/2 raises on invalid JSON"]},
+    "remember_status": {"request_ids": ["0" * 32]},
+    "recall": {"query": "decode"},
+    "search_github_issues": {"query": "session", "repo": "zoedsoupe/anubis-mcp"},
+    "get_token_usage": {},
+}
+
+# Arguments a case also changes, for the argument to be the one in effect.
+ALSO: dict[tuple[str, str], dict[str, Any]] = {
+    ("search_github_issues", "package"): {"repo": None},  # repo would win over package
+}
+
+# (tool, argument, value, what the answer must match: a regex for the error, or OK)
+CASES: list[tuple[str, str, Any, str]] = [
+    # search_docs
+    ("search_docs", "package", 123, r"package"),
+    ("search_docs", "package", "", r"package"),
+    ("search_docs", "package", "Not A Package!", r"package name|Not A Package"),
+    ("search_docs", "package", MB, r"package"),
+    ("search_docs", "package", "jas\x00on", r"package"),
+    ("search_docs", "package", "no_such_pkg", r"no_such_pkg"),
+    ("search_docs", "package", None, r"package"),
+    ("search_docs", "query", 123, r"query"),
+    ("search_docs", "query", "", r"query is empty"),
+    ("search_docs", "query", "   ", r"query is empty"),
+    ("search_docs", "query", MB, r"1,000,000 characters"),
+    ("search_docs", "query", "decode\x00\x07", r"control characters"),
+    ("search_docs", "query", ["decode"], r"query"),
+    ("search_docs", "version", 1.4, r"version"),
+    ("search_docs", "version", "", OK),  # blank means "not given" (see the test below)
+    ("search_docs", "version", "not-a-version", r"not-a-version"),
+    ("search_docs", "version", "9.9.9", r"9\.9\.9"),
+    ("search_docs", "version", MB[:100_000], r"version"),
+    ("search_docs", "version", "1.4.4\n", OK),  # surrounding whitespace is trimmed
+    ("search_docs", "version", "1.4\x00.4", r"version|1\.4"),
+    ("search_docs", "limit", "five", r"limit"),
+    ("search_docs", "limit", 0, r"limit"),
+    ("search_docs", "limit", -1, r"limit"),
+    ("search_docs", "limit", 21, r"limit"),
+    ("search_docs", "limit", 10**12, r"limit"),
+    ("search_docs", "limit", 1.5, r"limit"),
+    ("search_docs", "examples_only", "maybe", r"examples_only"),
+    ("search_docs", "examples_only", [True], r"examples_only"),
+    # hostile FTS syntax is a valid query: answered, never an FTS5 syntax error
+    *(
+        ("search_docs", "query", q, OK)
+        for q in (
+            '"unbalanced',
+            "decode AND OR NOT",
+            "NEAR(decode encode, 2)",
+            "content:decode",
+            "*",
+            "^decode",
+            "decode* -encode +map",
+            "Enum.map/2 :on_conflict ~> |> <<>>",
+            "'; DROP TABLE chunks; --",
+            "(((((",
+            "\u202edecode",  # a bidi override: not a control character
+        )
+    ),
+    # search_project_docs (nothing indexed: a notice says so)
+    ("search_project_docs", "query", 123, r"query"),
+    ("search_project_docs", "query", "", r"query is empty"),
+    ("search_project_docs", "query", MB, r"1,000,000 characters"),
+    ("search_project_docs", "query", "a\x07b", r"control characters"),
+    ("search_project_docs", "query", '"unbalanced NEAR(', OK),
+    ("search_project_docs", "limit", 0, r"limit"),
+    ("search_project_docs", "limit", 21, r"limit"),
+    ("search_project_docs", "limit", "five", r"limit"),
+    # get_docs
+    ("get_docs", "identifier", 5, r"identifier"),
+    ("get_docs", "identifier", "", r"empty"),
+    ("get_docs", "identifier", "not an identifier!!", r"not an identifier"),
+    ("get_docs", "identifier", MB, r"characters"),
+    ("get_docs", "identifier", "Jason.\x00decode/2", r"control characters"),
+    ("get_docs", "identifier", "Jason.nope/9", OK),  # a not_found notice, not an error
+    ("get_docs", "package", "no_such_pkg", r"no_such_pkg"),
+    ("get_docs", "version", "9.9.9", r"9\.9\.9"),
+    # ingestion_status
+    ("ingestion_status", "package", 42, r"package"),
+    ("ingestion_status", "package", "Bad Name", r"package name|Bad Name"),
+    ("ingestion_status", "package", MB, r"package"),
+    ("ingestion_status", "package", "no_such_pkg", OK),  # idle: nothing known about it
+    # remember
+    ("remember", "texts", "one string", r"texts"),
+    ("remember", "texts", [], r"texts|empty|nothing"),
+    ("remember", "texts", [""], r"empty"),
+    ("remember", "texts", [123], r"texts"),
+    ("remember", "texts", [MB], r"characters|long"),
+    ("remember", "texts", ["a\x00b"], r"control characters"),
+    ("remember", "texts", ["fact"] * 10_000, r"texts|at most|too many"),
+    ("remember", "package", "Bad Name", r"package"),
+    ("remember", "version", "1.0.0", r"package"),  # a version needs a package
+    ("remember", "tags", "tag", r"tags"),
+    ("remember", "tags", [""], r"tag"),
+    ("remember", "tags", ["a\nb"], r"tag"),
+    ("remember", "tags", [MB], r"tag"),
+    # remember_status
+    ("remember_status", "request_ids", "id", r"request_ids"),
+    ("remember_status", "request_ids", [], r"request"),
+    ("remember_status", "request_ids", [1], r"request_ids"),
+    ("remember_status", "request_ids", ["not-an-id\x00"], OK),  # status "unknown", per id
+    ("remember_status", "request_ids", [MB], r"request"),
+    # recall
+    ("recall", "query", "", r"empty"),
+    ("recall", "query", MB, r"characters|long"),
+    ("recall", "query", "a\x1bb", r"control characters"),
+    ("recall", "query", 'NEAR("x" OR', OK),
+    ("recall", "limit", 0, r"limit"),
+    ("recall", "limit", 51, r"limit"),
+    ("recall", "limit", "all", r"limit"),
+    ("recall", "package", "Bad Name", r"package"),
+    ("recall", "include_deprecated", "maybe", r"include_deprecated"),
+    # search_github_issues
+    ("search_github_issues", "query", "", r"empty"),
+    ("search_github_issues", "query", MB, r"characters|long"),
+    ("search_github_issues", "query", "a\x00b", r"control characters"),
+    ("search_github_issues", "repo", "not a repo", r"repo"),
+    ("search_github_issues", "repo", "a/b/c", r"repo"),
+    ("search_github_issues", "org", "bad org!", r"org"),
+    ("search_github_issues", "type", "bug", r"type"),
+    ("search_github_issues", "state", "maybe", r"state"),
+    ("search_github_issues", "limit", 0, r"limit"),
+    ("search_github_issues", "limit", 51, r"limit"),
+    ("search_github_issues", "package", "no_such_pkg", r"no_such_pkg"),
+    # GitHub's own qualifiers pass through; GitHub's refusal comes back in plain words
+    ("search_github_issues", "query", "is:issue repo:evil/x label:", r"GitHub rejected"),
+    ("search_github_issues", "query", 'AND OR NOT "unbalanced', OK),
+    # get_token_usage
+    ("get_token_usage", "from", "yesterday", r"from|date|YYYY-MM-DD"),
+    ("get_token_usage", "until", "2026-13-45", r"until|date|YYYY-MM-DD"),
+    ("get_token_usage", "from", 20260101, r"from"),
+    ("get_token_usage", "until", "2026-01-01\x00", r"until|date|YYYY-MM-DD"),
+]
+
+
+def factory(settings: Settings) -> Hexlocal:
+    return build(
+        settings,
+        embedder=HashingEmbedder(),
+        reranker=None,
+        registry=client_for(settings),
+        issues=GitHubIssues(settings, retry_delay_s=0.01),
+        load_models=False,
+    )
+
+
+@pytest.fixture
+async def client(fake_hex: FakeHex, tmp_path: Path) -> AsyncIterator[Client[Any]]:
+    async with FakeGitHub() as gh:
+        settings = settings_for(fake_hex, tmp_path, ai_rerank_model="off", github_api_url=gh.url)
+        async with Client(create_server(lambda: factory(settings))) as c:
+            # Indexed up front, so cases about other arguments do not wait on an ingest.
+            ready = await c.call_tool("search_docs", BASE["search_docs"], raise_on_error=False)
+            assert not ready.is_error, ready.content
+            yield c
+
+
+def text_of(result: CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+
+
+def case_id(case: tuple[str, str, Any, str]) -> str:
+    tool, arg, value, _ = case
+    shown = repr(value)
+    return f"{tool}.{arg}={shown[:24]}{'...' if len(shown) > 24 else ''}"
+
+
+async def test_every_bad_argument_is_a_clear_error(client: Client[Any]) -> None:
+    """One server for the whole table (the cases are many and each is quick)."""
+    problems = []
+    for case in CASES:
+        tool, arg, value, expect = case
+        arguments = {**BASE[tool], **ALSO.get((tool, arg), {}), arg: value}
+        result = await client.call_tool(tool, arguments, raise_on_error=False)
+        problem = judge(result, expect)
+        if problem:
+            problems.append(f"{case_id(case)}: {problem}")
+    assert problems == [], "\n".join(problems)
+    # Still up, and still answering.
+    after = await client.call_tool("list_indexed_packages", {}, raise_on_error=False)
+    assert not after.is_error and "jason" in text_of(after)
+
+
+def judge(result: CallToolResult, expect: str) -> str | None:
+    """What is wrong with the answer, or None."""
+    text = text_of(result)
+    if "Traceback" in text or "internal error" in text:
+        return f"leaked internals: {text[:300]}"
+    if result.is_error and len(text) > 2_000:
+        return f"an error of {len(text)} characters: bad input must not be echoed whole"
+    if expect == OK:
+        return f"expected an answer, got an error: {text[:300]}" if result.is_error else None
+    if not result.is_error:
+        return f"expected an error, got an answer: {text[:200]}"
+    if not re.search(expect, text, re.IGNORECASE):
+        return f"the message does not match {expect!r}: {text[:300]}"
+    return None
+
+
+def test_every_tool_and_argument_is_covered() -> None:
+    """A new tool or argument needs its bad-input cases here."""
+    covered = {(tool, arg) for tool, arg, _, _ in CASES}
+    for spec in TOOLS:
+        assert spec.name in BASE, f"no base call for {spec.name}"
+        for name in inspect.signature(spec.fn).parameters:
+            if name == "ctx":
+                continue
+            public = "from" if name == "from_" else name
+            assert (spec.name, public) in covered, f"no bad-input case for {spec.name}.{public}"
+
+
+async def test_blank_version_keeps_the_indexed_version(client: Client[Any]) -> None:
+    result = await client.call_tool(
+        "search_docs", {"package": "jason", "query": "decode", "version": " "}
+    )
+    assert result.structured_content is not None
+    assert result.structured_content["version"] == "1.4.4"  # indexed, not hex.pm's latest
+    codes = [n["code"] for n in result.structured_content["notices"]]
+    assert "indexed_version_differs" in codes and "version_replaced" not in codes

@@ -1,0 +1,235 @@
+"""AI_API_KEY and GITHUB_TOKEN never show: not in logs, errors, tool results or CLI output.
+
+A representative flow through the real MCP server (in-memory Client) with the real cloud
+adapters against the fake AI API and the fake GitHub: ingest and search through API
+embeddings, curated memories through the chat API, live issue search; then the same
+remotes failing in every way that could carry a secret back: 401s whose bodies echo the
+key (real APIs echo part of it), 5xx, rate limits, resets and truncated bodies (aiohttp's
+response errors carry the request headers). Everything said is collected: every log
+record at DEBUG (caplog, tracebacks included), the MCP_LOG_FILE, every tool result, and
+`hexlocal doctor` / `usage` output; none may contain either secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.client import CallToolResult
+from mcp_types import TextContent
+
+from hexlocal_core.adapters.github import GitHubIssues
+from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder, RetryPolicy
+from hexlocal_core.config import Settings
+from hexlocal_core.service import Hexlocal, build
+from hexlocal_mcp import logs
+from hexlocal_mcp.server import create_server
+from tests.fakes.fake_github import FakeGitHub, Fault
+from tests.fakes.fake_hex import FakeHex, client_for
+from tests.fakes.fake_openai import FakeOpenAI, Scripted
+from tests.reliability.fault_proxy import FaultProxy
+from tests.reliability.support import CliHarness
+
+AI_KEY = "sk-SECRETai7f3a9c1e5b2d4f6a8c0e"
+GH_TOKEN = "ghp_SECRETgh0123456789abcdefABCDEF"
+SECRETS = (AI_KEY, GH_TOKEN, AI_KEY[3:], GH_TOKEN[4:])  # also without their prefixes
+FAST = RetryPolicy(attempts=2, base_s=0.01, cap_s=0.05)
+
+
+@pytest.fixture
+def logged(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> Iterator[Path]:
+    """The MCP server's logging as `main()` sets it up, at DEBUG, plus caplog on the same
+    loggers (they do not propagate to the root, where caplog listens by default)."""
+    log_file = tmp_path / "mcp.log"
+    names = (*logs.LOGGERS, "aiohttp")
+    saved = {n: _logger_state(logging.getLogger(n)) for n in names}
+    settings = Settings.from_env({"MCP_LOG_FILE": str(log_file), "MCP_LOG_LEVEL": "debug"})
+    logs.configure(settings)
+    for name in names:
+        logger = logging.getLogger(name)
+        logger.addHandler(caplog.handler)
+        logger.setLevel(logging.DEBUG)
+    try:
+        yield log_file
+    finally:
+        for name, state in saved.items():
+            logger = logging.getLogger(name)
+            for handler in list(logger.handlers):
+                if handler not in state[0] and handler is not caplog.handler:
+                    handler.close()
+            logger.handlers[:] = state[0]
+            logger.setLevel(state[1])
+            logger.propagate = state[2]
+
+
+def _logger_state(logger: logging.Logger) -> tuple[list[logging.Handler], int, bool]:
+    return list(logger.handlers), logger.level, logger.propagate
+
+
+@pytest.fixture
+async def remotes(
+    corpus: Path,
+) -> AsyncIterator[tuple[FakeHex, FakeGitHub, FakeOpenAI, FaultProxy, FaultProxy]]:
+    async with FakeHex(corpus=corpus) as hex_pm, FakeGitHub() as gh, FakeOpenAI(dims=8) as ai:
+        async with (
+            FaultProxy(gh.url) as gh_proxy,
+            FaultProxy(ai.url.removesuffix("/v1")) as ai_proxy,
+        ):
+            yield hex_pm, gh, ai, gh_proxy, ai_proxy
+
+
+def settings_for(
+    tmp_path: Path, hex_pm: FakeHex, gh_proxy: FaultProxy, ai_proxy: FaultProxy
+) -> Settings:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    return Settings.from_env(
+        {
+            "PROJECT_ROOT": str(project),
+            "DATABASE_PATH": str(tmp_path / "index.db"),
+            "HEX_API_URL": hex_pm.api_url,
+            "HEX_MIRROR": hex_pm.mirror_url,
+            "GITHUB_API_URL": gh_proxy.url,
+            "GITHUB_TOKEN": GH_TOKEN,
+            "AI_API_URL": f"{ai_proxy.url}/v1",
+            "AI_API_KEY": AI_KEY,
+            "AI_EMBED_MODEL": "fake-embed-v1",
+            "AI_RERANK_MODEL": "off",
+            "HEXLOCAL_HTTP_TIMEOUT_S": "0.5",
+            "MEMORY_CREATE_BELOW": "0",
+        }
+    )
+
+
+def make_service(settings: Settings) -> Hexlocal:
+    return build(
+        settings,
+        embedder=OpenAIEmbedder(settings, retry=FAST),
+        reranker=None,
+        chat=OpenAIChat(settings, retry=FAST),
+        registry=client_for(settings),
+        issues=GitHubIssues(settings, retry_delay_s=0.01),
+        load_models=False,
+    )
+
+
+class Transcript:
+    """Everything the client saw."""
+
+    def __init__(self, client: Client[Any]) -> None:
+        self.client = client
+        self.seen: list[str] = []
+
+    async def call(self, tool: str, **arguments: Any) -> CallToolResult:
+        result = await self.client.call_tool(tool, arguments, raise_on_error=False)
+        self.seen.extend(b.text for b in result.content if isinstance(b, TextContent))
+        self.seen.append(json.dumps(result.structured_content, default=str))
+        return result
+
+
+async def test_secrets_never_appear(
+    remotes: tuple[FakeHex, FakeGitHub, FakeOpenAI, FaultProxy, FaultProxy],
+    logged: Path,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hex_pm, gh, ai, gh_proxy, ai_proxy = remotes
+    settings = settings_for(tmp_path, hex_pm, gh_proxy, ai_proxy)
+    assert AI_KEY not in repr(settings) and GH_TOKEN not in str(settings)
+    async with Client(create_server(lambda: make_service(settings))) as client:
+        t = Transcript(client)
+        await happy_path(t, ai)
+        await ai_failures(t, ai, ai_proxy)
+        await github_failures(t, gh, gh_proxy)
+    # The fakes did receive the secrets: the flow really was authenticated.
+    assert any(r.headers.get("Authorization") == f"Bearer {AI_KEY}" for r in ai.requests)
+    assert any(GH_TOKEN in r.headers.get("Authorization", "") for r in gh.requests)
+
+    cli = CliHarness(monkeypatch)
+    cli.use(settings)
+    monkeypatch.setenv("AI_API_KEY", AI_KEY)
+    monkeypatch.setenv("GITHUB_TOKEN", GH_TOKEN)
+    for args in (("doctor", "--json"), ("doctor",), ("usage", "--json"), ("-vv", "list")):
+        result = await cli.run(*args)
+        t.seen.append(result.output)
+
+    formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
+    records = [formatter.format(r) for r in caplog.records]
+    assert len(records) > 20, records  # DEBUG logging really was on
+    log_text = logged.read_text()
+    assert "hexlocal" in log_text
+    everything = {"log records": "\n".join(records), "MCP_LOG_FILE": log_text}
+    everything["tool results and CLI output"] = "\n".join(t.seen)
+    for where, text in everything.items():
+        for secret in SECRETS:
+            assert secret not in text, f"a secret appears in the {where}"
+
+
+async def happy_path(t: Transcript, ai: FakeOpenAI) -> None:
+    found = await t.call(
+        "search_docs", package="nimble_pool", query="checkout a worker", version="1.1.0"
+    )
+    assert not found.is_error, t.seen[-2]
+    first = await t.call("remember", texts=["NimblePool workers are checked out lazily"])
+    await drain(t, first)
+    ai.reply('{"action": "create", "target_id": null, "text": null, "reason": "distinct"}')
+    second = await t.call("remember", texts=["NimblePool.checkout!/4 takes a timeout"])
+    await drain(t, second)
+    await t.call("recall", query="checkout timeout")
+    issues = await t.call("search_github_issues", query="session", repo="zoedsoupe/anubis-mcp")
+    assert not issues.is_error, t.seen[-2]
+    await t.call("get_token_usage")
+
+
+async def ai_failures(t: Transcript, ai: FakeOpenAI, proxy: FaultProxy) -> None:
+    echo = {"error": {"message": f"Incorrect API key provided: {AI_KEY}", "code": 401}}
+    ai.script("embeddings", Scripted(401, body=echo))
+    failed = await t.call("search_docs", package="jason", query="decode", version="1.4.4")
+    assert failed.is_error and "AI_API_KEY" in t.seen[-2], t.seen[-2]
+    ai.script("embeddings", Scripted(500, body={"error": {"message": f"boom {AI_KEY}"}}))
+    ai.script("embeddings", Scripted(500, body={"error": {"message": f"boom {AI_KEY}"}}))
+    await t.call("search_docs", package="nimble_pool", query="pool", version="1.1.0")
+    ai.script("chat/completions", Scripted(401, body=echo))
+    await drain(t, await t.call("remember", texts=["NimblePool pools need a worker module"]))
+    for fault in ("reset", "truncated", "429", "content_type", "timeout"):
+        proxy.inject("/v1/*", fault)
+        await t.call("search_docs", package="nimble_pool", query="lazy", version="1.1.0")
+        await drain(t, await t.call("remember", texts=[f"NimblePool note about {fault}"]))
+        proxy.clear()
+
+
+async def github_failures(t: Transcript, gh: FakeGitHub, proxy: FaultProxy) -> None:
+    args = {"query": "session", "repo": "zoedsoupe/anubis-mcp"}
+    gh.fail_next(Fault(401, {"message": f"Bad credentials: {GH_TOKEN}"}))
+    rejected = await t.call("search_github_issues", **args)
+    assert rejected.is_error and "GITHUB_TOKEN" in t.seen[-2], t.seen[-2]
+    gh.fail_next(Fault(500, f"upstream said {GH_TOKEN}"), times=2)
+    await t.call("search_github_issues", **args)
+    gh.rate_limit_403(reset_epoch=1_900_000_000)
+    await t.call("search_github_issues", **args)
+    gh.fail_next(Fault(422, {"message": "Validation Failed", "errors": [{"message": GH_TOKEN}]}))
+    await t.call("search_github_issues", **args)
+    for fault in ("reset", "truncated", "content_type", "timeout"):
+        proxy.inject("/search/issues", fault)
+        await t.call("search_github_issues", **args)
+        proxy.clear()
+
+
+async def drain(t: Transcript, remembered: CallToolResult) -> None:
+    """Waits until curation has handled the request (bounded), recording its status."""
+    assert remembered.structured_content is not None, t.seen[-2]
+    ids = [r["request_id"] for r in remembered.structured_content["requests"]]
+    for _ in range(200):
+        status = await t.call("remember_status", request_ids=ids)
+        assert status.structured_content is not None
+        if all(r["status"] != "pending" for r in status.structured_content["requests"]):
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail("curation did not finish within 10 s")
