@@ -7,20 +7,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hexlocal_core.search.sanitizer import to_match
+from hexlocal_core.search.sanitizer import light_stem, to_match
 from hexlocal_core.search.tokens import FTS_TOKENIZER
+
+
+def _table(title: str, content: str, split: str) -> apsw.Connection:
+    """An in-memory FTS5 table with the index's columns and tokenizer, holding one row."""
+    conn = apsw.Connection(":memory:")
+    tokenize = f'tokenize="{FTS_TOKENIZER}"'
+    conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, content, split_terms, {tokenize})")
+    conn.execute("INSERT INTO f VALUES (?, ?, ?)", (title, content, split))
+    return conn
 
 
 @pytest.fixture(scope="module")
 def fts() -> apsw.Connection:
-    conn = apsw.Connection(":memory:")
-    conn.execute(
-        f'CREATE VIRTUAL TABLE f USING fts5(title, content, split_terms, tokenize="{FTS_TOKENIZER}")'
-    )
-    conn.execute(
-        "INSERT INTO f VALUES ('Req.merge/2', 'merge options chunk_overlap NEAR', 'merge chunk overlap')"
-    )
-    return conn
+    return _table("Req.merge/2", "merge options chunk_overlap NEAR", "merge chunk overlap")
 
 
 def _run(conn: apsw.Connection, query: str) -> list[int]:
@@ -37,9 +39,14 @@ def _run(conn: apsw.Connection, query: str) -> list[int]:
         ("Req.merge/2", '"req merge/2" OR "req" OR "merge/2" OR "merge"'),
         ("perform/3", '"perform/3" OR "perform"'),
         ("c:init/1", '"init/1" OR "init"'),
-        ("how do I use the merge", '"merge"'),
+        # plain words also get a prefix query of their light stem (deliberate change:
+        # questions and docs use different word forms, and the index has no stemmer)
+        ("how do I use the merge", '"merge" OR "merge"*'),
         ("the of", '"the" OR "of"'),
-        ('"unbalanced', '"unbalanced"'),
+        ('"unbalanced', '"unbalanced" OR "unbalanc"*'),
+        ("raising errors.", '"raising" OR "rais"* OR "errors" OR "error"*'),
+        ("Enum.map", '"enum map" OR "enum" OR "map"'),  # identifiers are never stemmed
+        ("NimblePool", '"nimblepool"'),
         ("NEAR(a b)", '"near a" OR "near" OR "b"'),
         ("", None),
         ("*** ^^^ :::", None),
@@ -53,6 +60,34 @@ def test_sanitizer_table(fts: apsw.Connection, query: str, expected: str | None)
 @pytest.mark.parametrize("query", ["Req.merge/2", "chunk overlap", "merge", "MERGE OPTIONS"])
 def test_sanitized_queries_find_the_row(fts: apsw.Connection, query: str) -> None:
     assert _run(fts, query) == [1]
+
+
+@pytest.mark.parametrize(
+    ("word", "stem"),
+    [
+        ("raising", "rais"),
+        ("stopped", "stop"),
+        ("called", "call"),
+        ("tokens", "token"),
+        ("libraries", "librar"),
+        ("connections", "connect"),
+        ("class", "class"),
+        ("status", "status"),
+        ("uses", "uses"),  # the stem would be shorter than MIN_STEM
+        ("map", "map"),
+    ],
+)
+def test_light_stem(word: str, stem: str) -> None:
+    assert light_stem(word) == stem
+
+
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [("raises an error", True), ("raising", True), ("errors", True), ("rainbow", False)],
+)
+def test_word_forms_meet_through_the_stem_prefix(query: str, found: bool) -> None:
+    conn = _table("x", "it raised an error", "")
+    assert bool(_run(conn, query)) is found
 
 
 def test_huge_query_is_bounded(fts: apsw.Connection) -> None:
@@ -73,10 +108,5 @@ _CONN: list[apsw.Connection] = []
 
 def _shared_conn() -> apsw.Connection:
     if not _CONN:
-        conn = apsw.Connection(":memory:")
-        conn.execute(
-            f'CREATE VIRTUAL TABLE f USING fts5(title, content, split_terms, tokenize="{FTS_TOKENIZER}")'
-        )
-        conn.execute("INSERT INTO f VALUES ('a', 'b', 'c')")
-        _CONN.append(conn)
+        _CONN.append(_table("a", "b", "c"))
     return _CONN[0]

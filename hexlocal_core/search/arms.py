@@ -9,17 +9,26 @@ import numpy as np
 from hexlocal_core.index.store import CHUNK_VEC_TABLE
 from hexlocal_core.ports import Vectors
 
-DEPTH = 15
+# Candidates per arm. 30 rather than 15: once the pool keeps one chunk per item, deeper
+# arms let more distinct items compete (measured: same MRR, +1-2 points of `cand`), and
+# both arms stay ~1 ms at this depth.
+DEPTH = 30
 # bm25 column weights: title, body, split identifier parts. A title hit says far more
 # about what a chunk is than a body mention does.
 BM25_WEIGHTS = (8.0, 1.0, 1.5)
 
 
 def keyword_arm(
-    conn: apsw.Connection, match: str, *, package: str, depth: int = DEPTH, examples_only: bool = False
+    conn: apsw.Connection,
+    match: str,
+    *,
+    package: str,
+    depth: int = DEPTH,
+    examples_only: bool = False,
+    weights: tuple[float, float, float] = BM25_WEIGHTS,
 ) -> list[tuple[int, float]]:
     """(chunk id, bm25 score; lower is better) for a sanitized MATCH expression."""
-    w = ", ".join(str(x) for x in BM25_WEIGHTS)
+    w = ", ".join(str(float(x)) for x in weights)
     sql = (
         f"SELECT c.id, bm25(chunks_fts, {w}) AS score FROM chunks_fts"
         " JOIN chunks c ON c.id = chunks_fts.rowid"

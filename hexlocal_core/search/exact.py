@@ -50,7 +50,9 @@ def parse_identifier(query: str) -> Identifier | None:
     return Identifier(module, fun, int(arity) if arity else None, kinds.get(kind or ""))
 
 
-def exact_chunk_ids(conn: apsw.Connection, package: str, ident: Identifier, *, limit: int = 20) -> list[int]:
+def exact_chunk_ids(
+    conn: apsw.Connection, package: str, ident: Identifier, *, limit: int = 20
+) -> list[int]:
     """Chunk ids of the identified item (its own ref first, then its heading sub-items)."""
     where = ["package = ?"]
     params: list[object] = [package]
@@ -58,7 +60,9 @@ def exact_chunk_ids(conn: apsw.Connection, package: str, ident: Identifier, *, l
         where.append("module = ?")
         params.append(ident.module)
     if ident.is_module:
-        where.append("doc_type NOT IN ('function','macro','callback','macrocallback','type','opaque')")
+        where.append(
+            "doc_type NOT IN ('function','macro','callback','macrocallback','type','opaque')"
+        )
     else:
         where.append("function = ?")
         params.append(ident.function)

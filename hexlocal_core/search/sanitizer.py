@@ -4,6 +4,12 @@ Every term is a quoted phrase built only from tokens (see `tokens.py`), so no FT
 (`*`, `NEAR(`, `:`, `^`, quotes, parentheses) can survive into the expression. Identifier-
 shaped words are emitted whole and split: `Req.merge/2` -> `"req merge/2" OR "req" OR
 "merge/2" OR "merge"`; bare arities never stand alone.
+
+Plain words are also emitted as a prefix query of their light stem (`raising` ->
+`"raising" OR "rais"*`), so a question's word forms meet the docs' (`raise`, `raised`):
+the index has no stemmer, and questions are worded differently from the docs that answer
+them. The `*` is the one operator the sanitizer writes itself, always after a quoted
+token. Identifiers are never stemmed: `checkout!/4` must not match `checkouts`.
 """
 
 from __future__ import annotations
@@ -24,9 +30,41 @@ STOPWORDS = frozenset(
 
 _PREFIX_RE = re.compile(r"^(?:[ct]:)", re.IGNORECASE)  # c:callback/1, t:type/0
 
+# A term ending in this marker is a prefix query. Tokens never contain `*` (TOKEN_RE).
+PREFIX_MARK = "*"
+MIN_STEM = 4  # shorter prefixes match too much (`us`* -> user, usage, using ...)
+# Longest first. Enough to meet the usual English forms; not a full Porter stemmer,
+# because a prefix query already covers whatever follows the stem.
+_SUFFIXES = (
+    "ations", "ation", "ments", "ment", "ness", "ings", "ing", "ions", "ion",
+    "ers", "er", "ies", "ied", "ed", "es", "ly", "s",
+)  # fmt: skip
+_PLAIN_WORD = re.compile(r"^[a-z]+$")
+_EDGE_PUNCTUATION = ".,;:!?()[]{}'\"`"
+
+
+def light_stem(word: str) -> str:
+    """`raising` -> `rais`, `stopped` -> `stop`, `tokens` -> `token`; the word if too short."""
+    for suffix in _SUFFIXES:
+        if not word.endswith(suffix) or len(word) - len(suffix) < MIN_STEM:
+            continue
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            return word  # `class`, `status`, `analysis` are not plurals
+        stem = word[: -len(suffix)]
+        if suffix in ("ed", "ing", "er", "ers") and _doubled(stem):
+            stem = stem[:-1]  # stopped -> stopp -> stop
+        return stem
+    return word
+
+
+def _doubled(stem: str) -> bool:
+    return len(stem) > MIN_STEM and stem[-1] == stem[-2] and stem[-1] not in "lsz"
+
 
 def _quote(phrase: str) -> str:
     # Tokens never contain `"`, but quoting is the one place that must be airtight.
+    if phrase.endswith(PREFIX_MARK):
+        return _quote(phrase[: -len(PREFIX_MARK)]) + "*"
     return '"' + phrase.replace('"', '""') + '"'
 
 
@@ -42,6 +80,11 @@ def _word_terms(word: str) -> list[str]:
         if not tok.isdigit():
             terms.append(tok)
         terms.extend(p.lower() for p in split_parts(tok))
+    bare = word.strip(_EDGE_PUNCTUATION)  # a sentence's last word is still a plain word
+    if len(toks) == 1 and _PLAIN_WORD.match(toks[0]) and not is_identifier_like(bare):
+        stem = light_stem(toks[0])
+        if len(stem) >= MIN_STEM:
+            terms.append(stem + PREFIX_MARK)
     return terms
 
 
@@ -56,7 +99,7 @@ def to_match(query: str) -> str | None:
     fallback: dict[str, None] = {}
     for word in text.split():
         for term in _word_terms(word):
-            if term in STOPWORDS:
+            if term.removesuffix(PREFIX_MARK) in STOPWORDS:
                 fallback.setdefault(term, None)
             else:
                 terms.setdefault(term, None)

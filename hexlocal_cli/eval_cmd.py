@@ -1,0 +1,253 @@
+"""`hexlocal eval`: run a retrieval query set through search and print the measures.
+
+The command only parses options, builds the service, and formats; the evaluation itself
+(relevance, ranks, metrics, fingerprint) lives in `hexlocal_core.evaluation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from hexlocal_cli import common
+from hexlocal_core.evaluation import (
+    EVAL_MODES,
+    KINDS,
+    EvalOptions,
+    EvalQuery,
+    EvalReport,
+    QueryResult,
+    QueryStatus,
+    ingest_targets,
+    load_queries,
+    run_eval,
+)
+
+if TYPE_CHECKING:
+    from hexlocal_core.service import Hexlocal
+
+_SOURCE_ROOT = Path(__file__).resolve().parent.parent
+BUNDLED_QUERIES = Path("examples") / "eval" / "queries.jsonl"
+SHARED_DEV_QUERIES = Path("..") / "shared" / "eval" / "dev.jsonl"
+
+
+def default_queries(cwd: Path | None = None) -> Path | None:
+    """The shared dev set when this checkout has one beside it, else the bundled examples."""
+    bases = dict.fromkeys([cwd or Path.cwd(), _SOURCE_ROOT])
+    for relative in (SHARED_DEV_QUERIES, BUNDLED_QUERIES):
+        for base in bases:
+            candidate = (base / relative).resolve()
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _parse_modes(value: str) -> tuple[str, ...]:
+    modes = tuple(m.strip() for m in value.split(",") if m.strip())
+    unknown = [m for m in modes if m not in EVAL_MODES]
+    if unknown or not modes:
+        named = ", ".join(unknown) or "(none)"
+        raise click.BadParameter(
+            f"unknown mode(s) {named}; choose from {', '.join(EVAL_MODES)}",
+            param_hint="--modes",
+        )
+    return modes
+
+
+async def evaluate(
+    service: Hexlocal,
+    queries: Sequence[EvalQuery],
+    options: EvalOptions,
+    *,
+    source: str,
+    ingest: bool,
+) -> EvalReport:
+    """Index the query set's packages if asked, then run the evaluation on the engine."""
+    if ingest:
+        for package, version in ingest_targets(queries):
+            common.err().print(f"indexing {package} {version or '(resolved)'} ...")
+            await service.ingest(package, version)
+    engine = service.engine
+    models = {
+        "embedder": engine.embedder.model_id if engine.embedder else None,
+        "reranker": engine.reranker.model_id if engine.reranker else None,
+    }
+    return await run_eval(
+        engine, service.store, queries, options=options, source=source, models=models
+    )
+
+
+@click.command("eval")
+@click.option(
+    "--queries",
+    "queries_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSONL query set (default: ../shared/eval/dev.jsonl if present, "
+    "else examples/eval/queries.jsonl).",
+)
+@click.option(
+    "--modes",
+    default=",".join(EVAL_MODES),
+    show_default=True,
+    help="Comma-separated search modes to measure.",
+)
+@click.option("--only", type=click.Choice(KINDS), help="Measure only one kind of query.")
+@click.option(
+    "--exact/--no-exact", default=True, show_default=True, help="Exact identifier lookup."
+)
+@click.option("--verbose", "-v", is_flag=True, help="Per-query ranks for every mode.")
+@click.option(
+    "--show",
+    type=click.IntRange(0, 10),
+    default=0,
+    help="Print the top N documents returned per query.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
+@click.option("--ingest", is_flag=True, help="Index every package@version of the query set first.")
+def eval_command(
+    queries_path: Path | None,
+    modes: str,
+    only: str | None,
+    exact: bool,
+    verbose: bool,
+    show: int,
+    as_json: bool,
+    ingest: bool,
+) -> None:
+    """Measure search quality on a query set: recall@5, MRR@10, candidate pool, latency.
+
+    Every query names a package@version and the refs that answer it. Queries whose
+    package is not indexed at that version are reported NOT INDEXED (use --ingest), and
+    those whose expected refs match no stored chunk are reported BROKEN; neither is scored.
+    """
+    path = queries_path or default_queries()
+    if path is None:
+        raise click.UsageError("no query set found; pass --queries FILE")
+    options = EvalOptions(modes=_parse_modes(modes), only=only, exact=exact)
+    with common.translated():
+        queries = load_queries(path)
+    report = common.with_service(
+        lambda service: evaluate(service, queries, options, source=str(path), ingest=ingest)
+    )
+    if as_json:
+        common.emit_json(report.to_dict())
+        return
+    print_report(common.out(), report, verbose=verbose, show=show)
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+
+def scores_table(report: EvalReport) -> Table:
+    table = Table(title="retrieval quality", title_justify="left")
+    for name in ("mode", "kind", "n", "recall@5", "MRR@10", "cand", "median ms"):
+        table.add_column(name, justify="left" if name in ("mode", "kind") else "right")
+    previous = None
+    for s in report.scores:
+        if s.queries == 0 and s.kind != "all":
+            continue  # e.g. --only symbol: no concept row to show
+        if previous is not None and s.mode != previous:
+            table.add_section()
+        previous = s.mode
+        style = "bold" if s.kind == "all" else None
+        table.add_row(
+            s.mode,
+            s.kind,
+            str(s.queries),
+            f"{s.recall_at_5:.3f}",
+            f"{s.mrr_at_10:.3f}",
+            f"{s.cand:.3f}",
+            f"{s.median_ms:.1f}",
+            style=style,
+        )
+    return table
+
+
+def _header(console: Console, report: EvalReport) -> None:
+    fp = report.fingerprint
+    names = ", ".join(f"{p.name} {p.version}" for p in fp.packages) or "(empty index)"
+    console.print(
+        f"corpus   {len(fp.packages)} packages, {fp.total_chunks:,} chunks, "
+        f"embed {fp.embed_model or '-'} ({fp.embed_dims or '-'} dims), digest {fp.digest}"
+    )
+    console.print(f"         {escape(names)}", style="dim")
+    models = ", ".join(f"{k} {v or 'none'}" for k, v in report.models.items())
+    if models:
+        console.print(f"models   {models}")
+    counts = ", ".join(f"{len(report.by_status(s))} {s.value}" for s in QueryStatus)
+    console.print(f"queries  {len(report.results)} from {escape(report.source)}: {counts}")
+
+
+def _problems(console: Console, report: EvalReport) -> None:
+    for result in report.by_status(QueryStatus.NOT_INDEXED):
+        q = result.query
+        have = f"indexed: {result.indexed_version}" if result.indexed_version else "not indexed"
+        console.print(
+            f"[yellow]NOT INDEXED[/] {escape(q.id)}: {escape(q.package)} {escape(q.version or '')}"
+            f" ({have}; use --ingest)"
+        )
+    for result in report.by_status(QueryStatus.BROKEN):
+        q = result.query
+        what = escape(q.expect.describe())
+        console.print(f"[red]BROKEN[/] {escape(q.id)}: no stored chunk matches {what}")
+
+
+def _notice_summary(console: Console, report: EvalReport) -> None:
+    seen: dict[tuple[str, str], int] = {}
+    for result in report.results:
+        for run in result.runs:
+            for code in run.notices:
+                seen[(run.mode, code)] = seen.get((run.mode, code), 0) + 1
+    for (mode, code), n in sorted(seen.items()):
+        console.print(f"[yellow]notice[/] {mode}: {code} on {n} queries")
+
+
+def _rank_cell(result: QueryResult, mode: str) -> str:
+    run = result.run(mode)
+    if run is None:
+        return ""
+    if run.rank is not None:
+        return str(run.rank)
+    return "pool" if run.in_pool else "-"
+
+
+def ranks_table(report: EvalReport) -> Table:
+    modes = report.options.modes
+    table = Table(title="ranks of the first relevant chunk (pool: in candidates only)")
+    for name in ("id", "kind", *modes, "query"):
+        table.add_column(name, justify="right" if name in modes else "left", overflow="fold")
+    for result in report.by_status(QueryStatus.OK):
+        q = result.query
+        cells = (_rank_cell(result, m) for m in modes)
+        table.add_row(escape(q.id), q.kind, *cells, escape(q.query))
+    return table
+
+
+def _shown(console: Console, report: EvalReport, n: int) -> None:
+    for result in report.by_status(QueryStatus.OK):
+        q = result.query
+        expect = escape(q.expect.describe())
+        console.print(f"\n[bold]{escape(q.id)}[/] {escape(q.query)}  [dim](expect {expect})[/]")
+        for run in result.runs:
+            for i, doc in enumerate(run.returned[:n], start=1):
+                mark = "[green]✓[/]" if doc.relevant else " "
+                console.print(f"  {run.mode:<7}{i:>3} {mark} {escape(doc.ref)}")
+
+
+def print_report(
+    console: Console, report: EvalReport, *, verbose: bool = False, show: int = 0
+) -> None:
+    _header(console, report)
+    _problems(console, report)
+    _notice_summary(console, report)
+    console.print(scores_table(report))
+    if verbose:
+        console.print(ranks_table(report))
+    if show:
+        _shown(console, report, show)

@@ -1,0 +1,86 @@
+"""What corpus a report was measured on.
+
+BM25's IDF and length normalisation are computed over the whole FTS table, not per
+package, so adding an unrelated package changes keyword scores everywhere. Two reports
+are comparable only when their fingerprints match; the digest makes that a one-glance
+check. It covers package versions, row counts, the embedding model and every stored
+chunk's content hash, so a re-chunk or a re-embed under another model changes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from attrs import asdict, frozen
+
+from hexlocal_core.index.store import Store
+
+
+@frozen
+class PackageFingerprint:
+    name: str
+    version: str
+    chunks: int  # counted from the rows, not taken from the package record
+    items: int  # distinct refs among the rows
+    chunker_version: int
+    embed_model: str | None
+
+
+@frozen
+class CorpusFingerprint:
+    packages: tuple[PackageFingerprint, ...]
+    total_chunks: int  # every row in the index (BM25 statistics span them all)
+    embed_model: str | None
+    embed_dims: int | None
+    digest: str  # sha256 prefix over the above and every content hash
+
+    def version_of(self, package: str) -> str | None:
+        for p in self.packages:
+            if p.name == package:
+                return p.version
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_PACKAGES_SQL = """
+SELECT p.name, p.version, p.chunker_version, p.embed_model,
+       count(c.id) AS chunks, count(DISTINCT c.ref) AS items
+FROM packages p LEFT JOIN chunks c ON c.package = p.name
+GROUP BY p.name ORDER BY p.name
+"""
+
+
+def _digest(store: Store, packages: tuple[PackageFingerprint, ...], model: str | None) -> str:
+    h = hashlib.sha256(f"model={model}\n".encode())
+    for p in packages:
+        h.update(f"{p.name}@{p.version}:{p.chunks}:{p.chunker_version}\n".encode())
+    rows = store.conn.execute("SELECT content_hash FROM chunks ORDER BY package, ref, ordinal, id")
+    for (content_hash,) in rows:
+        h.update(str(content_hash).encode())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(store: Store) -> CorpusFingerprint:
+    packages = tuple(
+        PackageFingerprint(
+            name=str(r[0]),
+            version=str(r[1]),
+            chunker_version=int(r[2]),
+            embed_model=r[3],
+            chunks=int(r[4]),
+            items=int(r[5]),
+        )
+        for r in store.conn.execute(_PACKAGES_SQL)
+    )
+    config = store.embedding_config()
+    model = config.model if config else None
+    return CorpusFingerprint(
+        packages=packages,
+        total_chunks=store.chunk_count(),
+        embed_model=model,
+        embed_dims=config.dims if config else None,
+        digest=_digest(store, packages, model),
+    )

@@ -1,0 +1,89 @@
+"""The query sets themselves: every expectation names items the tarball really has.
+
+Checked twice, independently: against ExDoc's own search index in the tarball (the refs
+as published) and against the items hexlocal's parser produces from it (what gets
+indexed, so an expectation the parser would drop shows up here rather than as BROKEN in
+an evaluation run). The bundled set is also held out: it shares no package with the
+shared dev set the search was tuned on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from hexlocal_core.evaluation import EvalQuery, load_queries, ref_matches
+from hexlocal_core.ingest.exdoc_search import load_search_index
+from hexlocal_core.ingest.hexdocs import parse_hexdocs
+from hexlocal_core.ingest.tarball import read_docs_tarball
+from hexlocal_core.model import DocItem
+from tests.conftest import HEXDOCS, REPO_ROOT, SHARED
+
+BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
+DEV = SHARED / "eval" / "dev.jsonl"
+_ID = re.compile(r"^(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[cs])-\d{2}$")
+
+
+@cache
+def _files(package: str, version: str) -> dict[str, bytes]:
+    tarball = HEXDOCS / f"{package}-{version}.tar.gz"
+    return dict(read_docs_tarball(tarball.read_bytes(), max_bytes=200 * 1024 * 1024))
+
+
+@cache
+def _published_refs(package: str, version: str) -> frozenset[str]:
+    index = load_search_index(_files(package, version))
+    assert index is not None, f"{package} {version} has no ExDoc search index"
+    return frozenset(raw.ref for raw in index.items)
+
+
+@cache
+def _items(package: str, version: str) -> tuple[DocItem, ...]:
+    return parse_hexdocs(_files(package, version), package=package, version=version).items
+
+
+def _sets() -> list[Path]:
+    return [path for path in (BUNDLED, DEV) if path.is_file()]
+
+
+def _queries() -> list[tuple[str, EvalQuery]]:
+    return [(path.name, q) for path in _sets() for q in load_queries(path)]
+
+
+@pytest.mark.parametrize(("source", "query"), _queries(), ids=lambda v: getattr(v, "id", v))
+def test_expected_refs_exist_in_the_tarball(corpus: Path, source: str, query: EvalQuery) -> None:
+    assert query.version is not None, f"{source}: {query.id} must pin the tarball version"
+    published = _published_refs(query.package, query.version)
+    items = _items(query.package, query.version)
+    if query.expect.form == "page":
+        page = query.expect.targets[0]
+        assert any(ref.split("#", 1)[0] == page for ref in published), f"no page {page}"
+    else:
+        missing = [t for t in query.expect.targets if t not in published]
+        assert not missing, f"{query.id}: not in ExDoc's index: {missing}"
+    answering = [i for i in items if ref_matches(i.ref, query.expect) and i.markdown.strip()]
+    assert answering, f"{query.id}: the parser yields no item with text for {query.expect}"
+
+
+@pytest.mark.parametrize("path", _sets(), ids=lambda p: p.name)
+def test_ids_name_package_and_kind(path: Path) -> None:
+    for query in load_queries(path):
+        match = _ID.match(query.id)
+        assert match, f"{query.id} is not <package>-<c|s>-<NN>"
+        assert match["package"] == query.package
+        assert match["kind"] == query.kind[0]
+
+
+def test_bundled_set_is_large_balanced_and_held_out() -> None:
+    queries = load_queries(BUNDLED)
+    kinds = Counter(q.kind for q in queries)
+    assert len(queries) >= 40
+    assert abs(kinds["concept"] - kinds["symbol"]) <= 2, kinds
+    assert len({q.package for q in queries}) >= 8
+    if DEV.is_file():
+        dev_packages = {q.package for q in load_queries(DEV)}
+        assert not dev_packages & {q.package for q in queries}

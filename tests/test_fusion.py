@@ -1,0 +1,113 @@
+"""Fusion and the pool's priors: RRF with a score scale, one chunk per item, boilerplate
+pages demoted, checked as pure functions and through the engine on a real index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.model import Chunk, DocType
+from hexlocal_core.search.engine import SearchEngine, SearchTuning
+from hexlocal_core.search.fusion import BOILERPLATE_PAGE, boilerplate_scale, one_per_key, rrf
+from tests.helpers import HashingEmbedder, chunk_of, item
+
+
+def test_rrf_scale_demotes_only_the_scaled_documents() -> None:
+    rankings = [["a", "b", "c"], ["a", "b", "c"]]
+    assert rrf(rankings) == ["a", "b", "c"]
+    assert rrf(rankings, scale={"a": 0.5}) == ["b", "c", "a"]
+    assert rrf(rankings, scale={"zzz": 0.1}) == ["a", "b", "c"]  # unknown keys are ignored
+
+
+def test_one_per_key_keeps_the_best_placed_document_of_each_key() -> None:
+    ranked = [1, 2, 3, 4, 5]
+    keys = {1: "x", 2: "x", 3: "y", 4: "x"}
+    assert one_per_key(ranked, keys) == [1, 3, 5]  # 5 has no key: kept as itself
+
+
+@pytest.mark.parametrize(
+    ("page", "boilerplate"),
+    [
+        ("changelog.html", True),
+        ("CHANGELOG.html", True),
+        ("license.html", True),
+        ("licence.html", True),
+        ("code_of_conduct.html", True),
+        ("code-of-conduct.html", True),
+        ("contributing.html", True),
+        ("release-notes.html", True),
+        ("readme.html", False),
+        ("getting-started.html", False),
+        ("Plug.Conn.html", False),
+        ("changelog-guide.html", False),
+    ],
+)
+def test_boilerplate_pages(page: str, boilerplate: bool) -> None:
+    assert bool(BOILERPLATE_PAGE.match(page)) is boilerplate
+    assert (boilerplate_scale({1: page}) == {1: 0.5}) is boilerplate
+    assert boilerplate_scale({1: page}, 1.0) == {}
+
+
+def _store(tmp_path: Path, chunks: list[Chunk]) -> Store:
+    store = Store(tmp_path / "fusion.db")
+    emb = HashingEmbedder()
+    store.replace_package(
+        PackageWrite(
+            name="pkg",
+            version="1.0.0",
+            source="hexdocs",
+            chunker_version=1,
+            item_count=len(chunks),
+            chunks=chunks,
+            vectors=np.stack([emb.vector(c.embedding_text()) for c in chunks]),
+            embed_model=emb.model_id,
+            embed_provider="test",
+        )
+    )
+    return store
+
+
+async def test_pool_holds_one_chunk_per_item(tmp_path: Path) -> None:
+    long_item = item("Pool.html#start_link/1-options", "idle sockets " * 40, package="pkg")
+    other = item("Pool.html#checkout/2", "checks out idle sockets once", package="pkg")
+    chunks = [
+        chunk_of(long_item, 0, "idle sockets are pinged " * 5),
+        chunk_of(long_item, 1, "idle sockets are closed " * 5),
+        chunk_of(other, 0),
+    ]
+    store = _store(tmp_path, chunks)
+    engine = SearchEngine(store, HashingEmbedder(), None)
+    outcome = await engine.search("pkg", "idle sockets", limit=10, mode="fts", exact=False)
+    refs = [h.ref for h in outcome.hits]
+    assert sorted(refs) == ["Pool.html#checkout/2", "Pool.html#start_link/1-options"]
+    assert len(outcome.pool) == 2
+    split = SearchEngine(
+        store, HashingEmbedder(), None, tuning=SearchTuning(one_chunk_per_item=False)
+    )
+    outcome = await split.search("pkg", "idle sockets", limit=10, mode="fts", exact=False)
+    assert len(outcome.hits) == 3
+
+
+async def test_boilerplate_pages_rank_below_api_docs(tmp_path: Path) -> None:
+    chunks = [
+        chunk_of(
+            item(
+                "changelog.html#v1-0-0",
+                "retry: retry requests answered 429 (too many requests), retry them all",
+                package="pkg",
+                doc_type=DocType.EXTRAS,
+            )
+        ),
+        chunk_of(item("Req.Steps.html#run/1", "Sends requests again after a 429.", package="pkg")),
+    ]
+    store = _store(tmp_path, chunks)
+    query = "retry 429 requests"
+    flat = SearchEngine(store, HashingEmbedder(), None, tuning=SearchTuning(boilerplate_weight=1.0))
+    outcome = await flat.search("pkg", query, limit=10, mode="fts", exact=False)
+    assert [h.ref for h in outcome.hits] == ["changelog.html#v1-0-0", "Req.Steps.html#run/1"]
+    engine = SearchEngine(store, HashingEmbedder(), None)
+    outcome = await engine.search("pkg", query, limit=10, mode="fts", exact=False)
+    assert [h.ref for h in outcome.hits] == ["Req.Steps.html#run/1", "changelog.html#v1-0-0"]
