@@ -81,7 +81,7 @@ def test_scores_equal_the_classification_head_on_the_encoder(
     folder = stand_in_reranker_dir
     assert local_embedder.files is not None
     encoder = local_embedder.files.onnx_path
-    tokenizer = load_tokenizer(folder / "tokenizer.json", 256, pairs=True)
+    tokenizer = load_tokenizer(folder / "tokenizer.json", RerankerOptions().max_length, pairs=True)
     encodings = [tokenizer.encode(QUERY, p) for p in PASSAGES]
     ids, mask = pad([e.ids for e in encodings])
     types, _ = pad([e.type_ids for e in encodings])

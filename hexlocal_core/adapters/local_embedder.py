@@ -101,6 +101,10 @@ def open_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # onnxruntime's own warnings go to stderr otherwise
+    # Idle worker threads would otherwise spin on both cores after each run and starve the
+    # next session (query embedding, then rerank): measured on the dev set, rerank p50
+    # 200 -> 140 ms with spinning off, for ~10% less bulk embedding throughput.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # onnxruntime raises untyped RuntimeErrors and Fail
