@@ -24,8 +24,8 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
-	$(BIN)/ruff check hexlocal_core hexlocal_mcp hexlocal_cli tests benchmarks
-	$(BIN)/ruff format --check hexlocal_core hexlocal_mcp hexlocal_cli tests benchmarks
+	$(BIN)/ruff check hexlocal_core hexlocal_mcp hexlocal_cli tests benchmarks scripts examples
+	$(BIN)/ruff format --check hexlocal_core hexlocal_mcp hexlocal_cli tests benchmarks scripts examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

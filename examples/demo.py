@@ -64,7 +64,9 @@ def main() -> int:
     for package, version, query in QUERIES:
         print(f"\n$ hexlocal search {package} {query!r} --version {version}", flush=True)
         started = time.perf_counter()
-        code = subprocess.call([hexlocal, "search", package, query, "--version", version, "--limit", "3"], env=env)
+        code = subprocess.call(
+            [hexlocal, "search", package, query, "--version", version, "--limit", "3"], env=env
+        )
         print(f"({time.perf_counter() - started:.1f} s, exit {code})", flush=True)
         if code != 0:
             return code

@@ -89,7 +89,9 @@ class _Reader:
     def string(self, name: str, default: str) -> str:
         return self.raw(name) or default
 
-    def integer(self, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    def integer(
+        self, name: str, default: int, *, minimum: int = 0, maximum: int | None = None
+    ) -> int:
         value = self.raw(name)
         if value is None:
             return default

@@ -189,9 +189,18 @@ class Hexlocal:
         from hexlocal_core.search.exact import exact_chunk_ids
 
         ids = await asyncio.to_thread(exact_chunk_ids, self.store.conn, prepared.name, ident)
-        hits = tuple(evolve(h, exact=True) for h in self.engine._hits(ids, [], [], [], {}, set(ids)))
-        notices = () if hits else (
-            Notice("not_found", f"{identifier} is not documented in {prepared.name} {prepared.version}."),
+        hits = tuple(
+            evolve(h, exact=True) for h in self.engine._hits(ids, [], [], [], {}, set(ids))
+        )
+        notices = (
+            ()
+            if hits
+            else (
+                Notice(
+                    "not_found",
+                    f"{identifier} is not documented in {prepared.name} {prepared.version}.",
+                ),
+            )
         )
         return self._result(prepared, identifier, SearchOutcome(hits, notices, {}))
 
@@ -204,7 +213,9 @@ class Hexlocal:
         progress: ProgressFn | None = None,
     ) -> tuple[IngestReport | None, tuple[Notice, ...]]:
         """Index a package version now (waits for the job); returns its report and notices."""
-        prepared = await self._prepare(package, version, refresh=refresh, progress=progress, wait_s=None)
+        prepared = await self._prepare(
+            package, version, refresh=refresh, progress=progress, wait_s=None
+        )
         return prepared.report, prepared.notices
 
     def ingestion_status(self, package: str | None = None) -> list[dict[str, Any]]:
@@ -267,7 +278,9 @@ class Hexlocal:
                     f"hex.pm lists no GitHub repository for {name} (links: {dict(info.links)}); "
                     "pass repo='owner/name' instead"
                 )
-        q = validate_issue_query(IssueQuery(query, repo=repo, org=org, type=type, state=state, limit=limit))
+        q = validate_issue_query(
+            IssueQuery(query, repo=repo, org=org, type=type, state=state, limit=limit)
+        )
         if self.issues is None:
             raise RemoteError("GitHub issue search is not configured")
         return await self.issues.search(q)
@@ -327,12 +340,17 @@ class Hexlocal:
             if indexed.version == resolved.version:
                 self.jobs.collect(resolved.name)
                 return _Prepared(resolved, indexed.version, tuple(notices))
-            if resolved.source in (VersionSource.HEX_LATEST, VersionSource.INDEXED) and version is None:
+            if (
+                resolved.source in (VersionSource.HEX_LATEST, VersionSource.INDEXED)
+                and version is None
+            ):
                 notices.append(_not_latest_notice(indexed, resolved))
                 kept = evolve(resolved, version=indexed.version, source=VersionSource.INDEXED)
                 return _Prepared(kept, indexed.version, tuple(notices))
         if self.embedder is None:
-            raise ModelError("no embedding model is available to index new docs; see `hexlocal models status`")
+            raise ModelError(
+                "no embedding model is available to index new docs; see `hexlocal models status`"
+            )
         model_guard(self.store, self.embedder)  # before any download
         job = running or self._start_job(resolved.name, resolved.version, resolved)
         if progress is not None:

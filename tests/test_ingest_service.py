@@ -51,7 +51,9 @@ async def svc(fake_hex: FakeHex, tmp_path: Path) -> AsyncIterator[Hexlocal]:
     await service.aclose()
 
 
-async def test_unindexed_package_is_downloaded_once_and_searched(svc: Hexlocal, fake_hex: FakeHex) -> None:
+async def test_unindexed_package_is_downloaded_once_and_searched(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
     result = await svc.search_docs("jason", "Jason.decode/2", version="1.4.4")
     assert result.version == "1.4.4" and result.version_source == "explicit"
     top = result.hits[0]
@@ -87,7 +89,9 @@ async def test_indexed_version_is_not_silently_replaced_by_latest(svc: Hexlocal)
     assert any(n.code == "indexed_version_differs" and "1.4.5" in n.message for n in result.notices)
 
 
-async def test_version_switch_reuses_vectors_by_content_hash(fake_hex: FakeHex, tmp_path: Path) -> None:
+async def test_version_switch_reuses_vectors_by_content_hash(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
     embedder = HashingEmbedder()
     service = await make_service(settings_for(fake_hex, tmp_path), embedder)
     try:
@@ -149,8 +153,10 @@ async def test_failure_at_any_stage_leaves_database_unchanged(
         elif stage == "parse":
             fake_hex.add_docs("jason", "1.4.4", b"\x1f\x8b\x08\x00garbage-not-a-tarball")
         elif stage == "embed":
+
             async def broken(texts: object) -> object:
                 raise RemoteError("injected embedding failure")
+
             embedder.embed = broken  # type: ignore[method-assign]
         else:
             service.store.conn.execute(
@@ -166,7 +172,9 @@ async def test_failure_at_any_stage_leaves_database_unchanged(
         await service.aclose()
 
 
-async def test_slow_ingest_answers_with_progress_then_collects(fake_hex: FakeHex, tmp_path: Path) -> None:
+async def test_slow_ingest_answers_with_progress_then_collects(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
     settings = settings_for(fake_hex, tmp_path, ingest_timeout_ms=50)
     fake_hex.fail("/repo/docs/jason-1.4.4.tar.gz", delay=0.5)
     service = await make_service(settings)

@@ -132,7 +132,8 @@ def test_vec0_knn_in_one_package_equals_numpy_brute_force(tmp_path: Path) -> Non
         _write(store, name, [(f"M.html#f{i}/0", f"doc {name} {i}") for i in range(n)], vecs)
     alpha_rows = list(
         store.conn.execute(
-            f"SELECT c.id, v.embedding FROM chunks c JOIN {CHUNK_VEC_TABLE} v ON v.rowid = c.id WHERE c.package='alpha'"
+            f"SELECT c.id, v.embedding FROM chunks c JOIN {CHUNK_VEC_TABLE} v"
+            " ON v.rowid = c.id WHERE c.package='alpha'"
         )
     )
     ids = np.array([r[0] for r in alpha_rows])

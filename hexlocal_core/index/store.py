@@ -104,7 +104,9 @@ class Store:
             f"embedding float[{dims}] distance_metric=cosine)"
         )
 
-    def _record_embedding(self, conn: apsw.Connection, model: str, dims: int, provider: str) -> None:
+    def _record_embedding(
+        self, conn: apsw.Connection, model: str, dims: int, provider: str
+    ) -> None:
         current = self.embedding_config()
         if current is not None and (current.model, current.dims) != (model, dims):
             raise StoreError(
@@ -126,7 +128,8 @@ class Store:
         conn.execute("DELETE FROM embedding_config")
         self._ensure_vector_tables(conn, dims)
         conn.execute(
-            "INSERT INTO embedding_config(id, model, dims, provider, recorded_at) VALUES (1, ?, ?, ?, ?)",
+            "INSERT INTO embedding_config(id, model, dims, provider, recorded_at)"
+            " VALUES (1, ?, ?, ?, ?)",
             (model, dims, provider, utcnow()),
         )
 
@@ -211,7 +214,8 @@ class Store:
         chunk_id = conn.last_insert_rowid()
         blob = _blob(vector)
         conn.execute(
-            f"INSERT INTO {CHUNK_VEC_TABLE}(rowid, embedding, package, has_example) VALUES (?,?,?,?)",
+            f"INSERT INTO {CHUNK_VEC_TABLE}(rowid, embedding, package, has_example)"
+            " VALUES (?,?,?,?)",
             (chunk_id, blob, package, int(chunk.has_example)),
         )
         conn.execute(
@@ -222,7 +226,8 @@ class Store:
     def _delete_package_rows(self, conn: apsw.Connection, name: str) -> None:
         if self.vector_tables_exist():
             conn.execute(
-                f"DELETE FROM {CHUNK_VEC_TABLE} WHERE rowid IN (SELECT id FROM chunks WHERE package = ?)",
+                f"DELETE FROM {CHUNK_VEC_TABLE}"
+                " WHERE rowid IN (SELECT id FROM chunks WHERE package = ?)",
                 (name,),
             )
         conn.execute("DELETE FROM chunks WHERE package = ?", (name,))
@@ -243,7 +248,8 @@ class Store:
             part = wanted[start : start + 500]
             marks = ",".join("?" * len(part))
             for text_hash, blob in self.conn.execute(
-                f"SELECT text_hash, vector FROM embed_cache WHERE model = ? AND text_hash IN ({marks})",
+                "SELECT text_hash, vector FROM embed_cache"
+                f" WHERE model = ? AND text_hash IN ({marks})",
                 (model, *part),
             ):
                 found[text_hash] = np.frombuffer(blob, dtype=np.float32)
@@ -269,7 +275,10 @@ class Store:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        by_id = {r["id"]: r for r in rows(self.conn, f"SELECT * FROM chunks WHERE id IN ({marks})", tuple(ids))}
+        by_id = {
+            r["id"]: r
+            for r in rows(self.conn, f"SELECT * FROM chunks WHERE id IN ({marks})", tuple(ids))
+        }
         return [by_id[i] for i in ids if i in by_id]
 
 

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from attrs import define, field
@@ -25,7 +25,7 @@ from hexlocal_core.model import IngestProgress, IngestReport
 log = logging.getLogger("hexlocal.jobs")
 
 ProgressFn = Callable[[IngestProgress], None]
-JobFactory = Callable[[ProgressFn], Awaitable[IngestReport]]
+JobFactory = Callable[[ProgressFn], Coroutine[Any, Any, IngestReport]]
 
 
 @define
@@ -87,7 +87,9 @@ class JobRegistry:
             if holder:
                 holder[0].progress = p
 
-        task = asyncio.get_running_loop().create_task(factory(on_progress), name=f"ingest:{package}")
+        task = asyncio.get_running_loop().create_task(
+            factory(on_progress), name=f"ingest:{package}"
+        )
         job = Job(package, version, task, row_id)
         holder.append(job)
         self._jobs[package] = job
@@ -136,7 +138,13 @@ class JobRegistry:
                 conn.execute(
                     "UPDATE ingest_jobs SET status = ?, finished_at = ?, progress = ?, error = ?"
                     " WHERE id = ?",
-                    (state, utcnow(), json.dumps(status.get("progress") or {}), status.get("error"), job.row_id),
+                    (
+                        state,
+                        utcnow(),
+                        json.dumps(status.get("progress") or {}),
+                        status.get("error"),
+                        job.row_id,
+                    ),
                 )
         except Exception:  # noqa: BLE001 - bookkeeping must never mask the job's own outcome
             log.exception("could not record the end of job %s", job.row_id)
@@ -145,7 +153,10 @@ class JobRegistry:
 def interrupted_jobs(store: Store) -> list[dict[str, Any]]:
     """Jobs left 'running' by a process that no longer exists; marked failed and returned."""
     found = []
-    for row in rows(store.conn, "SELECT id, package, version, source, pid FROM ingest_jobs WHERE status = 'running'"):
+    for row in rows(
+        store.conn,
+        "SELECT id, package, version, source, pid FROM ingest_jobs WHERE status = 'running'",
+    ):
         if row["pid"] and _alive(int(row["pid"])):
             continue
         found.append(row)
@@ -153,7 +164,8 @@ def interrupted_jobs(store: Store) -> list[dict[str, Any]]:
         with atomic(store.conn) as conn:
             for row in found:
                 conn.execute(
-                    "UPDATE ingest_jobs SET status='failed', finished_at=?, error='interrupted' WHERE id=?",
+                    "UPDATE ingest_jobs SET status='failed', finished_at=?, error='interrupted'"
+                    " WHERE id=?",
                     (utcnow(), row["id"]),
                 )
     return found

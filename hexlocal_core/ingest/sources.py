@@ -46,7 +46,9 @@ async def hexdocs_request(
     return await asyncio.to_thread(parse)
 
 
-def beam_request(ebin: Path, name: str, version: str, *, notices: tuple[Notice, ...] = ()) -> IndexRequest:
+def beam_request(
+    ebin: Path, name: str, version: str, *, notices: tuple[Notice, ...] = ()
+) -> IndexRequest:
     from hexlocal_core.ingest.beam import items_from_beam_dir
 
     found = items_from_beam_dir(ebin, package=name, version=version)
@@ -63,11 +65,17 @@ def beam_request(ebin: Path, name: str, version: str, *, notices: tuple[Notice, 
     )
 
 
-def compiled_ebin(name: str, version: str, project_root: Path, elixir_home: Path | None) -> Path | None:
+def compiled_ebin(
+    name: str, version: str, project_root: Path, elixir_home: Path | None
+) -> Path | None:
     """The ebin folder holding `name` compiled at exactly `version`, if any."""
     from hexlocal_core.ingest.beam_sources import find_build_app, find_elixir_lib
 
-    app = find_elixir_lib(name, elixir_home) if name in ELIXIR_APPS else find_build_app(project_root, name)
+    app = (
+        find_elixir_lib(name, elixir_home)
+        if name in ELIXIR_APPS
+        else find_build_app(project_root, name)
+    )
     if app is None or app.version != version:
         return None
     return Path(app.ebin)
@@ -94,12 +102,18 @@ async def load_items(
             )
         return await asyncio.to_thread(beam_request, ebin, name, version)
     try:
-        return await hexdocs_request(registry, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url)
+        return await hexdocs_request(
+            registry, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url
+        )
     except (RemoteError, NotFound) as exc:
         ebin = await asyncio.to_thread(compiled_ebin, name, version, project_root, elixir_home)
         if ebin is None:
             raise
-        why = "hex.pm could not be reached" if isinstance(exc, RemoteError) else "hex.pm has no docs tarball"
+        why = (
+            "hex.pm could not be reached"
+            if isinstance(exc, RemoteError)
+            else "hex.pm has no docs tarball"
+        )
         notice = Notice(
             "docs_from_beam",
             f"{why} for {name} {version}, so the docs come from the compiled BEAM files in {ebin}.",
