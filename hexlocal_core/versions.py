@@ -217,6 +217,7 @@ def validate_package_name(name: str) -> str:
 
 # --------------------------------------------------------------------------- probes
 
+MAX_APP_FILE_BYTES = 1024 * 1024  # .app files are a few KB; Elixir's lists ~250 modules
 _APP_VSN = re.compile(r"""\{\s*vsn\s*,\s*(?:"([^"]*)"|'([^']*)')\s*\}""")
 
 
@@ -242,7 +243,8 @@ def _app_files(root: Path, app: str) -> list[Path]:
 def read_app_vsn(app_file: Path) -> str | None:
     """The `{vsn, "1.2.3"}` of an Erlang .app file (a string or a charlist), or None."""
     try:
-        text = app_file.read_text(encoding="utf-8", errors="replace")
+        with app_file.open("rb") as fh:
+            text = fh.read(MAX_APP_FILE_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return None
     m = _APP_VSN.search(text)

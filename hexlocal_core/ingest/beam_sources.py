@@ -8,20 +8,17 @@ the environment: callers pass `ELIXIR_HOME` and `PATH` in.
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from attrs import frozen
 
+from hexlocal_core.versions import read_app_vsn
+
 log = logging.getLogger("hexlocal.ingest.beam_sources")
 
 DEFAULT_ENVS = ("dev", "test", "prod")
-MAX_APP_FILE_BYTES = 1024 * 1024  # .app files are a few KB; Elixir's lists ~250 modules
-# {vsn, "1.2.3"} anywhere in the application resource file. versions.py reads the same
-# field for version resolution; the regex is duplicated on purpose while both settle.
-_VSN = re.compile(r"\{\s*vsn\s*,\s*\"((?:[^\"\\]|\\.)*)\"\s*\}")
 
 
 @frozen
@@ -36,14 +33,7 @@ class BuildApp:
 
 def app_version(ebin: Path, app: str) -> str | None:
     """The `vsn` of `ebin/<app>.app`, or None when the file is absent or has none."""
-    path = ebin / f"{app}.app"
-    try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_APP_FILE_BYTES)
-    except OSError:
-        return None
-    match = _VSN.search(raw.decode("utf-8", errors="replace"))
-    return match.group(1) if match and match.group(1) else None
+    return read_app_vsn(ebin / f"{app}.app")
 
 
 def find_build_app(

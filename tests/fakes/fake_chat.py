@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
 from attrs import define, field, frozen
+
+from tests.fakes.loopback import AsyncServerContext, serve
 
 PROMPT_TOKENS = 120
 COMPLETION_TOKENS = 30
@@ -30,7 +31,7 @@ class Step:
 
 
 @define
-class FakeChat:
+class FakeChat(AsyncServerContext):
     """The fake server. `async with FakeChat() as fake`, then aim AI_API_URL at `api_url`."""
 
     host: str = "127.0.0.1"
@@ -63,27 +64,13 @@ class FakeChat:
     async def start(self) -> FakeChat:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._complete)
-        runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, self.host, 0).start()
-        self._runner = runner
+        self._runner = await serve(app, self.host)
         return self
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-
-    async def __aenter__(self) -> FakeChat:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _complete(self, request: web.Request) -> web.Response:
         body = await request.json()

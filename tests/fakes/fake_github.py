@@ -24,6 +24,8 @@ from typing import Any
 from aiohttp import web
 from attrs import field, frozen
 
+from tests.fakes.loopback import AsyncServerContext, bound_port, serve
+
 DOCS_URL = "https://docs.github.com/rest/search/search#search-issues-and-pull-requests"
 UNSEARCHABLE = (
     "The listed users and repositories cannot be searched either because the resources do "
@@ -248,7 +250,7 @@ class Fault:
     delay_s: float = 0.0
 
 
-class FakeGitHub:
+class FakeGitHub(AsyncServerContext):
     def __init__(
         self, dataset: Sequence[Seed] = DATASET, *, require_type_qualifier: bool = False
     ) -> None:
@@ -268,11 +270,8 @@ class FakeGitHub:
         app.router.add_get("/search/issues", self._search)
         app.router.add_get("/api/v3/search/issues", self._search)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        self._runner = await serve(app, shutdown_timeout=1.0)
+        self.port = bound_port(self._runner)
         return self
 
     async def close(self) -> None:
@@ -281,10 +280,7 @@ class FakeGitHub:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> FakeGitHub:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def stop(self) -> None:
         await self.close()
 
     @property

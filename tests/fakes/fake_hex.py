@@ -28,11 +28,12 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from attrs import define, field, frozen
+
+from tests.fakes.loopback import AsyncServerContext, serve
 
 if TYPE_CHECKING:  # imported lazily: the standalone server needs none of hexlocal
     from hexlocal_core.adapters.hex import HexClient
@@ -82,7 +83,7 @@ class Fault:
 
 
 @define
-class FakeHex:
+class FakeHex(AsyncServerContext):
     """The fake server. `await start()` (or `async with`), then use `api_url`/`mirror_url`."""
 
     corpus: Path = DEFAULT_CORPUS
@@ -115,29 +116,13 @@ class FakeHex:
         app.router.add_get("/repo/docs/{file}", self._docs)
         # handler_cancellation: a client that gave up (timeout tests) cancels the slow
         # handler, so shutdown does not wait for it.
-        runner = web.AppRunner(
-            app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None
-        )
-        await runner.setup()
-        await web.TCPSite(runner, self.host, self.port).start()
-        self._runner = runner
+        self._runner = await serve(app, self.host, self.port, handler_cancellation=True)
         return self
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-
-    async def __aenter__(self) -> FakeHex:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # ------------------------------------------------------------------ test controls
 

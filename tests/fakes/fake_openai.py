@@ -19,13 +19,14 @@ import asyncio
 import hashlib
 import time
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from aiohttp import web
 from attrs import define, field, frozen
+
+from tests.fakes.loopback import AsyncServerContext, serve
 
 BODY = web.RequestKey("body", dict[str, Any])
 CHAT_PROMPT_TOKENS = 42
@@ -65,7 +66,7 @@ class Scripted:
 
 
 @define
-class FakeOpenAI:
+class FakeOpenAI(AsyncServerContext):
     dims: int = 8
     model: str = "fake-embed-v1"  # what the embeddings route answers as its model
     latency: float = 0.0  # every embeddings request takes this long (to build concurrency)
@@ -106,27 +107,13 @@ class FakeOpenAI:
         app = web.Application(middlewares=[self._record])
         app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_post("/v1/chat/completions", self._chat)
-        runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, self.host, 0).start()
-        self._runner = runner
+        self._runner = await serve(app, self.host)
         return self
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
-
-    async def __aenter__(self) -> FakeOpenAI:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     @web.middleware
     async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-from types import TracebackType
 
 import aiohttp
 from aiohttp import web
+
+from tests.fakes.loopback import AsyncServerContext, serve
 
 FAULTS = ("timeout", "reset", "429", "500", "truncated", "content_type")
 HOLD_S = 3.0  # longer than the HEXLOCAL_HTTP_TIMEOUT_S the tests use
@@ -30,7 +31,7 @@ HTML = "<!DOCTYPE html><html><body><h1>Sign in to continue</h1></body></html>"
 _HOP_BY_HOP = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding"}
 
 
-class FaultProxy:
+class FaultProxy(AsyncServerContext):
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.faults: list[tuple[str, str]] = []  # (path pattern, fault)
@@ -59,11 +60,7 @@ class FaultProxy:
         app = web.Application(client_max_size=64 * 1024**2)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         # handler_cancellation: a client that gave up cancels the held handler.
-        self._runner = web.AppRunner(
-            app, handler_cancellation=True, shutdown_timeout=0.5, access_log=None
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self._runner = await serve(app, handler_cancellation=True)
         return self
 
     async def stop(self) -> None:
@@ -74,17 +71,6 @@ class FaultProxy:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
-
-    async def __aenter__(self) -> FaultProxy:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     # -- serving ----------------------------------------------------------------------------
 

@@ -1,0 +1,44 @@
+"""What every loopback fake shares: serving an aiohttp app on 127.0.0.1 and `async with`."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp import web
+
+
+async def serve(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0, **runner: Any
+) -> web.AppRunner:
+    """Start `app` on host:port (0: any free port); quick shutdown, no access log."""
+    runner.setdefault("shutdown_timeout", 0.5)
+    started = web.AppRunner(app, access_log=None, **runner)
+    await started.setup()
+    await web.TCPSite(started, host, port).start()
+    return started
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    return int(runner.addresses[0][1])
+
+
+class AsyncServerContext:
+    """`async with fake:` starts and stops it; subclasses define start() and stop()."""
+
+    async def start(self) -> Self:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
