@@ -40,7 +40,7 @@ from hexlocal_core.model import (
 )
 from hexlocal_core.ports import ChatModel, Embedder, HexRegistry, IssueTracker, Reranker
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
-from hexlocal_core.search.exact import parse_identifier
+from hexlocal_core.search.exact import parse_identifier, similar_titles
 from hexlocal_core.usage import UsageReport, parse_period, summarize
 from hexlocal_core.versions import resolve_version, validate_package_name
 
@@ -186,22 +186,17 @@ class Hexlocal:
         prepared = await self._prepare(package, version, refresh=False, progress=progress)
         if prepared.waiting is not None:
             return prepared.waiting_result(identifier)
-        from hexlocal_core.search.exact import exact_chunk_ids
-
-        ids = await asyncio.to_thread(exact_chunk_ids, self.store.conn, prepared.name, ident)
-        hits = tuple(
-            evolve(h, exact=True) for h in self.engine._hits(ids, [], [], [], {}, set(ids))
-        )
-        notices = (
-            ()
-            if hits
-            else (
+        hits = await self.engine.exact(prepared.name, ident)
+        notices: tuple[Notice, ...] = ()
+        if not hits:
+            near = await asyncio.to_thread(similar_titles, self.store.conn, prepared.name, ident)
+            hint = f" Documented near it: {', '.join(near)}." if near else ""
+            notices = (
                 Notice(
                     "not_found",
-                    f"{identifier} is not documented in {prepared.name} {prepared.version}.",
+                    f"{identifier} is not documented in {prepared.name} {prepared.version}.{hint}",
                 ),
             )
-        )
         return self._result(prepared, identifier, SearchOutcome(hits, notices, {}))
 
     async def ingest(

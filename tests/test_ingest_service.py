@@ -209,3 +209,14 @@ async def test_offline_after_ingestion_still_answers(fake_hex: FakeHex, tmp_path
         assert any(n.code == "registry_unreachable" for n in result.notices)
     finally:
         await offline.aclose()
+
+
+async def test_get_docs_returns_the_item_or_names_what_is_documented_near_it(svc: Hexlocal) -> None:
+    found = await svc.get_docs("jason", "Jason.decode/2", version="1.4.4")
+    refs = [h.ref for h in found.hits]
+    assert refs[0] == "Jason.html#decode/2" and all(h.exact for h in found.hits)
+    assert "Jason.html#decode/2-options" in refs  # its heading sub-items follow
+    missing = await svc.get_docs("jason", "Jason.decode/7", version="1.4.4")
+    assert missing.hits == ()
+    (notice,) = missing.notices
+    assert notice.code == "not_found" and "Jason.decode/2" in notice.message

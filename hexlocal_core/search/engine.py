@@ -26,7 +26,7 @@ from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker
 from hexlocal_core.search import notices
 from hexlocal_core.search.arms import BM25_WEIGHTS, DEPTH, keyword_arm, vector_arm
-from hexlocal_core.search.exact import exact_chunk_ids, parse_identifier
+from hexlocal_core.search.exact import Identifier, exact_chunk_ids, parse_identifier
 from hexlocal_core.search.fusion import (
     BOILERPLATE_WEIGHT,
     RRF_K,
@@ -169,6 +169,11 @@ class SearchEngine:
         if not hits:
             out_notices.append(notices.no_results(package, query))
         return SearchOutcome(tuple(hits), tuple(out_notices), clock.ms, tuple(pool))
+
+    async def exact(self, package: str, ident: Identifier) -> tuple[Hit, ...]:
+        """Every chunk of exactly that identifier's item (and its sub-items), in order."""
+        ids = await asyncio.to_thread(exact_chunk_ids, self.store.conn, package, ident)
+        return tuple(self._hits(ids, [], [], [], {}, set(ids)))
 
     def _fuse(self, fts_ids: list[int], vec_ids: list[int]) -> list[int]:
         """RRF of the arms, boilerplate demoted, one chunk per item, cut to the pool size."""

@@ -82,3 +82,26 @@ def exact_chunk_ids(
     sql = f"SELECT id FROM chunks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
     params.append(limit)
     return [int(r[0]) for r in conn.execute(sql, tuple(params))]
+
+
+def similar_titles(
+    conn: apsw.Connection, package: str, ident: Identifier, *, limit: int = 5
+) -> list[str]:
+    """Documented identifiers near one that is not: same name at other arities or in other
+    modules, else the module's own functions. For a `not_found` notice that helps."""
+    if ident.function:
+        sql = (
+            "SELECT DISTINCT title FROM chunks WHERE package = ? AND function = ?"
+            " AND instr(ref, '#') > 0 AND instr(substr(ref, instr(ref, '#') + 1), '-') = 0"
+            " ORDER BY module = ? DESC, title LIMIT ?"
+        )
+        found = [r[0] for r in conn.execute(sql, (package, ident.function, ident.module, limit))]
+        if found:
+            return found
+    if ident.module:
+        sql = (
+            "SELECT DISTINCT title FROM chunks WHERE package = ? AND module = ?"
+            " AND instr(substr(ref, instr(ref, '#') + 1), '-') = 0 ORDER BY id LIMIT ?"
+        )
+        return [r[0] for r in conn.execute(sql, (package, ident.module, limit))]
+    return []
