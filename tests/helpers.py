@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hexlocal_core.index.store import PackageWrite, Store
 from hexlocal_core.model import Chunk, DocItem, DocType
 from hexlocal_core.ports import Vectors
 
@@ -77,3 +78,25 @@ class HashingEmbedder:
 
     async def embed_query(self, text: str) -> Vectors:
         return self.vector(text).reshape(1, -1)
+
+
+def write_package(
+    store: Store, name: str, chunks: Sequence[Chunk], vectors: np.ndarray | None = None
+) -> None:
+    """Store chunks as one package version, with HashingEmbedder vectors unless given."""
+    if vectors is None:
+        emb = HashingEmbedder()
+        vectors = np.stack([emb.vector(c.embedding_text()) for c in chunks])
+    store.replace_package(
+        PackageWrite(
+            name=name,
+            version="1.0.0",
+            source="hexdocs",
+            chunker_version=1,
+            item_count=len(chunks),
+            chunks=chunks,
+            vectors=vectors.astype(np.float32),
+            embed_model=HashingEmbedder().model_id,
+            embed_provider="test",
+        )
+    )

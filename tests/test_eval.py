@@ -12,7 +12,6 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -33,7 +32,7 @@ from hexlocal_core.evaluation import (
 )
 from hexlocal_core.evaluation.metrics import mrr_at, percentile, recall_at
 from hexlocal_core.index.db import scalar
-from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.index.store import Store
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.ingest.tarball import read_docs_tarball
@@ -41,7 +40,7 @@ from hexlocal_core.model import Hit
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome, hit_from_row
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder, chunk_of, item
+from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
 PACKAGES = (("jason", "1.4.4"), ("nimble_pool", "1.1.0"))
 
@@ -125,20 +124,7 @@ def rule_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     store = Store(tmp_path_factory.mktemp("rules") / "rules.db")
     refs = sorted({ref for ref, *_ in RULES})
     chunks = [chunk_of(item(ref, f"text of {ref}", package="pkg")) for ref in refs]
-    emb = HashingEmbedder()
-    store.replace_package(
-        PackageWrite(
-            name="pkg",
-            version="1.0.0",
-            source="hexdocs",
-            chunker_version=1,
-            item_count=len(chunks),
-            chunks=chunks,
-            vectors=np.stack([emb.vector(c.content) for c in chunks]),
-            embed_model=emb.model_id,
-            embed_provider="test",
-        )
-    )
+    write_package(store, "pkg", chunks)
     yield store
     store.close()
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.index.store import Store
 from hexlocal_core.model import Chunk, DocType
 from hexlocal_core.search.engine import SearchEngine, SearchTuning
 from hexlocal_core.search.fusion import BOILERPLATE_PAGE, boilerplate_scale, one_per_key, rrf
-from tests.helpers import HashingEmbedder, chunk_of, item
+from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
 
 def test_rrf_scale_demotes_only_the_scaled_documents() -> None:
@@ -53,20 +52,7 @@ def test_boilerplate_pages(page: str, boilerplate: bool) -> None:
 
 def _store(tmp_path: Path, chunks: list[Chunk]) -> Store:
     store = Store(tmp_path / "fusion.db")
-    emb = HashingEmbedder()
-    store.replace_package(
-        PackageWrite(
-            name="pkg",
-            version="1.0.0",
-            source="hexdocs",
-            chunker_version=1,
-            item_count=len(chunks),
-            chunks=chunks,
-            vectors=np.stack([emb.vector(c.embedding_text()) for c in chunks]),
-            embed_model=emb.model_id,
-            embed_provider="test",
-        )
-    )
+    write_package(store, "pkg", chunks)
     return store
 
 

@@ -15,28 +15,14 @@ from hexlocal_core.index.migrations import SCHEMA_VERSION, migrate
 from hexlocal_core.index.store import CHUNK_VEC_TABLE, PackageWrite, Store
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.sanitizer import to_match
-from tests.helpers import HashingEmbedder, chunk_of, item
+from tests.helpers import chunk_of, item, write_package
 
 
 def _write(
     store: Store, name: str, docs: list[tuple[str, str]], vectors: np.ndarray | None = None
 ) -> None:
-    chunks = [chunk_of(item(ref, text, package=name)) for ref, text in docs]
-    if vectors is None:
-        emb = HashingEmbedder()
-        vectors = np.stack([emb.vector(c.embedding_text()) for c in chunks])
-    store.replace_package(
-        PackageWrite(
-            name=name,
-            version="1.0.0",
-            source="hexdocs",
-            chunker_version=1,
-            item_count=len(docs),
-            chunks=chunks,
-            vectors=vectors.astype(np.float32),
-            embed_model="test:hashing",
-            embed_provider="test",
-        )
+    write_package(
+        store, name, [chunk_of(item(ref, text, package=name)) for ref, text in docs], vectors
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from attrs import define, field, frozen
 
-from tests.fakes.loopback import AsyncServerContext, serve
+from tests.fakes.loopback import AsyncServerContext, root_url, serve
 
 PROMPT_TOKENS = 120
 COMPLETION_TOKENS = 30
@@ -44,10 +44,7 @@ class FakeChat(AsyncServerContext):
 
     @property
     def api_url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("FakeChat is not started")
-        host, port = self._runner.addresses[0][:2]
-        return f"http://{host}:{port}/v1"
+        return root_url(self._runner, "FakeChat") + "/v1"
 
     def answer(self, decision: Mapping[str, Any] | str) -> None:
         """Queues one 200 answer: a decision (sent as JSON) or raw content."""

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from attrs import define, field, frozen
 
-from tests.fakes.loopback import AsyncServerContext, serve
+from tests.fakes.loopback import AsyncServerContext, root_url, serve
 
 if TYPE_CHECKING:  # imported lazily: the standalone server needs none of hexlocal
     from hexlocal_core.adapters.hex import HexClient
@@ -97,10 +97,7 @@ class FakeHex(AsyncServerContext):
 
     @property
     def base_url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("FakeHex is not started")
-        host, port = self._runner.addresses[0][:2]
-        return f"http://{host}:{port}"
+        return root_url(self._runner, "FakeHex")
 
     @property
     def api_url(self) -> str:

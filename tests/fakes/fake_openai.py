@@ -26,7 +26,7 @@ import numpy.typing as npt
 from aiohttp import web
 from attrs import define, field, frozen
 
-from tests.fakes.loopback import AsyncServerContext, serve
+from tests.fakes.loopback import AsyncServerContext, root_url, serve
 
 BODY = web.RequestKey("body", dict[str, Any])
 CHAT_PROMPT_TOKENS = 42
@@ -82,10 +82,7 @@ class FakeOpenAI(AsyncServerContext):
 
     @property
     def url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("FakeOpenAI is not started")
-        host, port = self._runner.addresses[0][:2]
-        return f"http://{host}:{port}/v1"
+        return root_url(self._runner, "FakeOpenAI") + "/v1"
 
     def script(self, route: str, *answers: Scripted) -> None:
         """Queue answers for `route` ("embeddings" or "chat/completions") before normal ones."""

@@ -23,6 +23,14 @@ def bound_port(runner: web.AppRunner) -> int:
     return int(runner.addresses[0][1])
 
 
+def root_url(runner: web.AppRunner | None, name: str) -> str:
+    """`http://host:port` of a started fake; a clear error when it was never started."""
+    if runner is None:
+        raise RuntimeError(f"{name} is not started")
+    host, port = runner.addresses[0][:2]
+    return f"http://{host}:{port}"
+
+
 class AsyncServerContext:
     """`async with fake:` starts and stops it; subclasses define start() and stop()."""
 

@@ -23,7 +23,7 @@ import fnmatch
 import aiohttp
 from aiohttp import web
 
-from tests.fakes.loopback import AsyncServerContext, serve
+from tests.fakes.loopback import AsyncServerContext, root_url, serve
 
 FAULTS = ("timeout", "reset", "429", "500", "truncated", "content_type")
 HOLD_S = 3.0  # longer than the HEXLOCAL_HTTP_TIMEOUT_S the tests use
@@ -42,10 +42,7 @@ class FaultProxy(AsyncServerContext):
 
     @property
     def url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("FaultProxy is not started")
-        host, port = self._runner.addresses[0][:2]
-        return f"http://{host}:{port}"
+        return root_url(self._runner, "FaultProxy")
 
     def inject(self, pattern: str, fault: str) -> None:
         if fault not in FAULTS:
