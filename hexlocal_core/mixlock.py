@@ -20,6 +20,7 @@ from typing import Any
 from attrs import field, frozen
 
 from hexlocal_core.errors import HexlocalError
+from hexlocal_core.model import Atom
 
 __all__ = [
     "Atom",
@@ -43,16 +44,6 @@ class MalformedLock(HexlocalError):
 
     The resolver turns it into a Notice and falls through to the next source.
     """
-
-
-@frozen
-class Atom:
-    """An Elixir atom, kept distinct from strings (`:hex` is not `"hex"`)."""
-
-    name: str
-
-    def __str__(self) -> str:
-        return f":{self.name}"
 
 
 @frozen

@@ -67,6 +67,19 @@ class VersionSource(StrEnum):
 
 
 @frozen
+class Atom:
+    """An Elixir/Erlang atom, kept distinct from strings (`:hex` is not `"hex"`).
+
+    One type for both readers of Elixir terms: the mix.lock parser and the ETF decoder.
+    """
+
+    name: str
+
+    def __str__(self) -> str:
+        return f":{self.name}"
+
+
+@frozen
 class Notice:
     """Something the caller should know about a result: a degradation, a replacement, drift."""
 

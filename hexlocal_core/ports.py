@@ -17,6 +17,28 @@ from hexlocal_core.model import ChatReply, HexPackageInfo, IssueHit, IssueQuery,
 Vectors = npt.NDArray[np.float32]  # shape (n, dims), rows L2-normalised
 
 
+class Resource(Protocol):
+    """The lifecycle every adapter has, so the composition root never duck-types.
+
+    `warm_up` loads now what the first call would load (models); `aclose` releases sessions
+    and threads. Both are idempotent; a remote client's `warm_up` does nothing.
+    """
+
+    async def warm_up(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+class NoLifecycle:
+    """Base for adapters with nothing to load or release."""
+
+    async def warm_up(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
 @runtime_checkable
 class Embedder(Protocol):
     """Turns texts into unit vectors. Output row i belongs to input i."""

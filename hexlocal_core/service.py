@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import evolve
 
@@ -33,6 +33,7 @@ from hexlocal_core.model import (
     IngestReport,
     IssueHit,
     IssueQuery,
+    Memory,
     Notice,
     ResolvedVersion,
     SearchResult,
@@ -43,6 +44,11 @@ from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import parse_identifier, similar_titles
 from hexlocal_core.usage import UsageReport, parse_period, summarize
 from hexlocal_core.versions import resolve_version, validate_package_name
+
+if TYPE_CHECKING:
+    from hexlocal_core.evaluation import EvalOptions, EvalQuery, EvalReport
+    from hexlocal_core.maintenance import DriftReport, ReindexPlan, ReindexProgress, ReindexReport
+    from hexlocal_core.project_docs import ProjectIndexReport
 
 log = logging.getLogger("hexlocal.service")
 
@@ -246,6 +252,86 @@ class Hexlocal:
 
     def list_packages(self) -> list[IndexedPackage]:
         return self.store.packages()
+
+    # -- project docs ---------------------------------------------------------------------
+
+    async def index_project_docs(self, paths: Sequence[Path] | None = None) -> ProjectIndexReport:
+        """Index (or re-index) the project's own markdown (README.md, docs/, guides/)."""
+        from hexlocal_core.project_docs import index_project_docs
+
+        return await index_project_docs(self, paths)
+
+    async def search_project_docs(self, query: str, *, limit: int = 5) -> SearchResult:
+        from hexlocal_core.project_docs import search_project_docs
+
+        return await search_project_docs(self, query, limit=limit)
+
+    # -- memory -----------------------------------------------------------------------------
+
+    async def remember(
+        self,
+        texts: list[str],
+        *,
+        package: str | None = None,
+        version: str | None = None,
+        tags: list[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        return await self.memory.remember(texts, package=package, version=version, tags=tags)
+
+    def remember_status(self, request_ids: list[str]) -> list[dict[str, Any]]:
+        return self.memory.remember_status(request_ids)
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        package: str | None = None,
+        include_deprecated: bool = False,
+    ) -> list[Memory]:
+        return await self.memory.recall(
+            query, limit=limit, package=package, include_deprecated=include_deprecated
+        )
+
+    async def drain_memory(self, timeout: float | None = None) -> bool:
+        """Wait until the curation queue is empty (tests, the CLI's `remember --wait`)."""
+        return await self.memory.drain(timeout)
+
+    # -- maintenance -------------------------------------------------------------------------
+
+    async def drift(self, names: Sequence[str] = ()) -> list[DriftReport]:
+        from hexlocal_core.maintenance import drift
+
+        return await drift(self, names)
+
+    async def plan_reindex(self) -> ReindexPlan:
+        from hexlocal_core.maintenance import plan_reindex
+
+        return await plan_reindex(self)
+
+    async def reindex(
+        self, *, dry_run: bool = False, progress: ReindexProgress | None = None
+    ) -> ReindexReport:
+        from hexlocal_core.maintenance import reindex
+
+        return await reindex(self, dry_run=dry_run, progress=progress)
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    async def evaluate(
+        self, queries: Sequence[EvalQuery], options: EvalOptions, *, source: str
+    ) -> EvalReport:
+        """Run a query set through the search engine and score it (nothing is ingested)."""
+        from hexlocal_core.evaluation import run_eval
+
+        engine = self.engine
+        models = {
+            "embedder": engine.embedder.model_id if engine.embedder else None,
+            "reranker": engine.reranker.model_id if engine.reranker else None,
+        }
+        return await run_eval(
+            engine, self.store, queries, options=options, source=source, models=models
+        )
 
     # -- issues and usage -------------------------------------------------------------------
 

@@ -28,8 +28,7 @@ from hexlocal_core.ingest.beam_sources import (
     find_build_app,
     find_elixir_lib,
 )
-from hexlocal_core.ingest.etf import Atom
-from hexlocal_core.model import DocItem, DocType, SourceKind
+from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
 from tests.conftest import HEXDOCS
 from tests.test_etf import encode
 

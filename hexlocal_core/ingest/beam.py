@@ -42,8 +42,8 @@ from attrs import field, frozen
 
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import etf
-from hexlocal_core.ingest.etf import Atom, Term
-from hexlocal_core.model import DocItem, DocType, SourceKind
+from hexlocal_core.ingest.etf import Term
+from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
 
 log = logging.getLogger("hexlocal.ingest.beam")
 

@@ -32,6 +32,7 @@ from typing import TypeAlias
 from attrs import frozen
 
 from hexlocal_core.errors import IngestError
+from hexlocal_core.model import Atom
 
 VERSION = 131
 MAX_DEPTH = 100  # Docs chunks nest about 8 deep; 100 levels use ~200 Python frames
@@ -57,13 +58,6 @@ MAP = 116
 ATOM_UTF8 = 118
 SMALL_ATOM_UTF8 = 119
 SMALL_ATOM = 115
-
-
-@frozen
-class Atom:
-    """An Erlang atom; `name` is its text (`Elixir.Enum`, `true`, `docs_v1`)."""
-
-    name: str
 
 
 @frozen

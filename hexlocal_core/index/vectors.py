@@ -1,0 +1,53 @@
+"""The vector codec and the vec0 DDL: how a vector is stored, written down once.
+
+sqlite-vec reads a float32 little-endian blob; the embedding cache stores the same bytes, so
+a cached vector goes into vec0 unchanged. The vec0 tables are created at the first ingest
+because their dimension is the embedder's, known only from its output.
+"""
+
+from __future__ import annotations
+
+
+import apsw
+import numpy as np
+import numpy.typing as npt
+
+CHUNK_VEC_TABLE = "chunk_vecs"
+MEMORY_VEC_TABLE = "memory_vecs"
+
+
+def encode_vector(vector: npt.ArrayLike) -> bytes:
+    """One vector (any shape that flattens to dims) as the float32 blob vec0 reads."""
+    return np.asarray(vector, dtype=np.float32).reshape(-1).tobytes()
+
+
+def decode_vector(blob: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def create_vector_tables(conn: apsw.Connection, dims: int) -> None:
+    """Chunk vectors partitioned by package (only partition keys cut the KNN scan)."""
+    conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {CHUNK_VEC_TABLE} USING vec0("
+        f"embedding float[{int(dims)}] distance_metric=cosine, "
+        "package text partition key, has_example integer)"
+    )
+    conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {MEMORY_VEC_TABLE} USING vec0("
+        f"embedding float[{int(dims)}] distance_metric=cosine)"
+    )
+
+
+def drop_vector_tables(conn: apsw.Connection) -> None:
+    conn.execute(f"DROP TABLE IF EXISTS {CHUNK_VEC_TABLE}")
+    conn.execute(f"DROP TABLE IF EXISTS {MEMORY_VEC_TABLE}")
+
+
+__all__ = [
+    "CHUNK_VEC_TABLE",
+    "MEMORY_VEC_TABLE",
+    "create_vector_tables",
+    "decode_vector",
+    "drop_vector_tables",
+    "encode_vector",
+]
