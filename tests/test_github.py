@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hexlocal_core.adapters.github import GitHubIssues, reset_time
+from hexlocal_core.adapters.http import RetryPolicy
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import RateLimited, RemoteError, UserInputError
 from hexlocal_core.issues import (
@@ -27,6 +28,25 @@ from tests.fakes.fake_github import TYPE_REQUIRED, FakeGitHub, Fault
 TOKEN = "ghp_TESTtoken0123456789abcdefghijklmnop"
 
 
+class Waits:
+    """A RetryPolicy.sleep that records the waits and returns at once."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+
+
+WAITS = Waits()
+FAST = RetryPolicy(attempts=2, base_s=0.5, max_retry_after_s=10.0, sleep=WAITS)
+
+
+@pytest.fixture(autouse=True)
+def _no_waits_yet() -> None:
+    WAITS.seconds.clear()
+
+
 def make_settings(tmp_path: Path, base: str, **env: str) -> Settings:
     return Settings.from_env({"PROJECT_ROOT": str(tmp_path), "GITHUB_API_URL": base, **env})
 
@@ -39,14 +59,14 @@ async def fake() -> AsyncIterator[FakeGitHub]:
 
 @pytest.fixture
 async def github(fake: FakeGitHub, tmp_path: Path) -> AsyncIterator[GitHubIssues]:
-    async with GitHubIssues(make_settings(tmp_path, fake.url), retry_delay_s=0) as gh:
+    async with GitHubIssues(make_settings(tmp_path, fake.url), retry=FAST) as gh:
         yield gh
 
 
 @pytest.fixture
 async def github_with_token(fake: FakeGitHub, tmp_path: Path) -> AsyncIterator[GitHubIssues]:
     settings = make_settings(tmp_path, fake.url, GITHUB_TOKEN=TOKEN)
-    async with GitHubIssues(settings, retry_delay_s=0) as gh:
+    async with GitHubIssues(settings, retry=FAST) as gh:
         yield gh
 
 
@@ -242,6 +262,26 @@ async def test_secondary_rate_limit_with_token(
     assert timedelta(seconds=118) <= reset - before <= timedelta(seconds=125)
     assert "Set GITHUB_TOKEN" not in str(caught.value)
     assert "HTTP 429" in str(caught.value)
+    # 120 s is longer than a search waits (10 s): no second request, no sleep.
+    assert len(fake.requests) == 1 and WAITS.seconds == []
+
+
+async def test_a_short_secondary_rate_limit_is_waited_for(
+    fake: FakeGitHub, github_with_token: GitHubIssues
+) -> None:
+    fake.rate_limit_429(retry_after=3)
+    hits = await github_with_token.search(IssueQuery("decode", repo="michalmuskala/jason"))
+    assert [h.number for h in hits] == [128]
+    assert len(fake.requests) == 2 and WAITS.seconds == [3.0]
+
+
+async def test_the_primary_rate_limit_is_not_retried(
+    fake: FakeGitHub, github: GitHubIssues
+) -> None:
+    fake.rate_limit_403(reset_epoch=1_900_000_000)
+    with pytest.raises(RateLimited):
+        await github.search(IssueQuery("decode", repo="michalmuskala/jason"))
+    assert len(fake.requests) == 1 and WAITS.seconds == []
 
 
 async def test_forbidden_without_rate_limit_is_a_remote_error(
@@ -278,14 +318,24 @@ async def test_server_error_is_retried_once(fake: FakeGitHub, github: GitHubIssu
     fake.server_error(times=1, status=502)
     hits = await github.search(IssueQuery("decode", repo="michalmuskala/jason"))
     assert [h.number for h in hits] == [128]
-    assert len(fake.requests) == 2
+    assert len(fake.requests) == 2 and WAITS.seconds == [0.5]
 
 
 async def test_repeated_server_error_names_url(fake: FakeGitHub, github: GitHubIssues) -> None:
-    fake.server_error(times=2)
-    with pytest.raises(RemoteError, match=r"/search/issues failed with HTTP 500 twice"):
+    fake.server_error(times=3)
+    with pytest.raises(RemoteError) as caught:
         await github.search(IssueQuery("decode", repo="michalmuskala/jason"))
-    assert len(fake.requests) == 2
+    assert str(caught.value) == (
+        f"GitHub search at {fake.url}/search/issues answered HTTP 500; gave up after 2 attempts"
+    )
+    assert len(fake.requests) == 2 and WAITS.seconds == [0.5]
+
+
+async def test_other_statuses_are_not_retried(fake: FakeGitHub, github: GitHubIssues) -> None:
+    fake.fail_next(Fault(501, {"message": "Not Implemented"}))
+    with pytest.raises(RemoteError, match="HTTP 501: Not Implemented"):
+        await github.search(IssueQuery("decode", repo="michalmuskala/jason"))
+    assert len(fake.requests) == 1 and WAITS.seconds == []
 
 
 async def test_connection_refused_names_url(tmp_path: Path) -> None:
@@ -405,9 +455,55 @@ async def test_token_never_leaks(
 
 async def test_close_is_idempotent_and_search_reopens(fake: FakeGitHub, tmp_path: Path) -> None:
     gh = GitHubIssues(make_settings(tmp_path, fake.url))
-    await gh.close()  # never opened
+    await gh.aclose()  # never opened
     assert await gh.search(IssueQuery("decode", repo="michalmuskala/jason"))
-    await gh.close()
+    session = gh.http.session()
     assert await gh.search(IssueQuery("decode", repo="michalmuskala/jason"))
-    await gh.close()
-    await gh.close()
+    assert gh.http.session() is session  # one session for every search
+    await gh.aclose()
+    assert session.closed and not gh.http.open
+    assert await gh.search(IssueQuery("decode", repo="michalmuskala/jason"))
+    await gh.aclose()
+    await gh.aclose()
+
+
+async def test_token_echo_cut_at_the_excerpt_boundary_is_scrubbed(
+    fake: FakeGitHub, github_with_token: GitHubIssues
+) -> None:
+    q = IssueQuery("decode", repo="michalmuskala/jason")
+    for pad in range(285, 300):
+        fake.fail_next(Fault(400, {"message": "m" * pad + " " + TOKEN}))
+        with pytest.raises(RemoteError) as caught:
+            await github_with_token.search(q)
+        for piece in (TOKEN[:8], TOKEN[4:12], TOKEN[-8:], TOKEN[: pad % 7 + 3]):
+            assert piece not in str(caught.value), (pad, piece)
+    fake.fail_next(Fault(400, '{"message": "bad ' + TOKEN.replace("_", "\\u005f") + '"}'))
+    with pytest.raises(RemoteError) as escaped:
+        await github_with_token.search(q)
+    assert TOKEN[4:] not in str(escaped.value) and "****" in str(escaped.value)
+
+
+async def test_credentials_in_the_url_are_masked(
+    fake: FakeGitHub, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    host = fake.url.removeprefix("http://")
+    base = f"http://ghuser:ghpass77@{host}?access_token=ghquery77"
+    errors: list[BaseException] = []
+    async with GitHubIssues(make_settings(tmp_path, base), retry=FAST) as gh:
+        q = IssueQuery("decode", repo="michalmuskala/jason")
+        assert await gh.search(q)
+        for fault in (Fault(401, {"message": "ghpass77?"}), Fault(418, "ghquery77")):
+            fake.fail_next(fault)
+            with pytest.raises(RemoteError) as caught:
+                await gh.search(q)
+            errors.append(caught.value)
+        fake.server_error(times=2)
+        with pytest.raises(RemoteError) as failed:
+            await gh.search(q)
+        errors.append(failed.value)
+        shown = repr(gh) + gh.search_url
+    assert fake.requests[0].query["access_token"] == "ghquery77"  # the query is kept
+    assert f"http://****@{host}/search/issues?access_token=****" in str(errors[-1])
+    for text in [*map(str, errors), shown, caplog.text]:
+        assert "ghpass77" not in text and "ghquery77" not in text, text

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
+import logging
 import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -14,13 +16,8 @@ from typing import Any
 import pytest
 
 from hexlocal_core.adapters import hex as hexmod
-from hexlocal_core.adapters.hex import (
-    HexClient,
-    TooLarge,
-    parse_package_info,
-    read_capped,
-    repo_from_links,
-)
+from hexlocal_core.adapters.hex import HexClient, parse_package_info, repo_from_links
+from hexlocal_core.adapters.http import TooLarge, read_capped
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError, VersionNotFound
 from hexlocal_core.ports import HexRegistry
@@ -162,6 +159,17 @@ async def test_server_errors_are_retried_with_backoff(
     assert sleeps.waits == [0.001, 0.002]  # exponential
 
 
+async def test_a_non_retryable_server_error_is_final(
+    client: HexClient, fake_hex: FakeHex, sleeps: SleepLog
+) -> None:
+    fake_hex.fail("/api/packages/jason", status=501)
+
+    with pytest.raises(RemoteError, match="returned 501"):
+        await client.package_info("jason")
+
+    assert len(fake_hex.requests) == 1 and sleeps.waits == []
+
+
 async def test_persistent_server_errors_give_up_after_three_attempts(
     client: HexClient, fake_hex: FakeHex
 ) -> None:
@@ -172,6 +180,7 @@ async def test_persistent_server_errors_give_up_after_three_attempts(
 
     assert f"GET {fake_hex.mirror_url}/docs/jason-1.4.5.tar.gz returned 503" in str(caught.value)
     assert "jason 1.4.5" in str(caught.value)
+    assert str(caught.value).endswith("; gave up after 3 attempts")
     assert len(fake_hex.requests) == 3
 
 
@@ -187,6 +196,32 @@ async def test_429_waits_for_retry_after(
     assert len(fake_hex.requests) == 2
 
 
+async def test_429_with_an_http_date_waits_until_then(
+    client: HexClient, fake_hex: FakeHex, sleeps: SleepLog
+) -> None:
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=2), usegmt=True)
+    fake_hex.fail("/api/packages/mime", status=429, retry_after=when, times=1)
+
+    await client.package_info("mime")
+
+    # The date has one-second resolution and time passes: within (0, 2], not the backoff.
+    [wait] = sleeps.waits
+    assert 0.0 < wait <= 2.0 and wait != 0.001
+    assert len(fake_hex.requests) == 2
+
+
+@pytest.mark.parametrize("garbage", ["soon", "-5", "9" * 5000, "Fri, 99 Foo 2025 99:99:99 GMT"])
+async def test_429_with_a_garbage_retry_after_uses_backoff(
+    client: HexClient, fake_hex: FakeHex, sleeps: SleepLog, garbage: str
+) -> None:
+    fake_hex.fail("/api/packages/mime", status=429, retry_after=garbage, times=2)
+
+    await client.package_info("mime")
+
+    assert sleeps.waits == [0.001, 0.002]
+    assert len(fake_hex.requests) == 3
+
+
 async def test_429_with_a_long_retry_after_fails_fast(
     client: HexClient, fake_hex: FakeHex, sleeps: SleepLog
 ) -> None:
@@ -196,7 +231,11 @@ async def test_429_with_a_long_retry_after_fails_fast(
         await client.package_info("mime")
 
     assert caught.value.reset_at is not None
-    assert "mime" in str(caught.value) and fake_hex.api_url in str(caught.value)
+    reset = datetime.strptime(caught.value.reset_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert timedelta(minutes=59) < reset - datetime.now(UTC) <= timedelta(hours=1)
+    message = str(caught.value)
+    assert "mime" in message and fake_hex.api_url in message
+    assert "retry after 3600s" in message and "gave up" not in message  # one attempt only
     assert sleeps.waits == []
     assert len(fake_hex.requests) == 1
 
@@ -206,11 +245,12 @@ async def test_429_without_retry_after_uses_backoff_then_rate_limited(
 ) -> None:
     fake_hex.fail("/api/packages/mime", status=429)
 
-    with pytest.raises(RateLimited):
+    with pytest.raises(RateLimited) as caught:
         await client.package_info("mime")
 
     assert sleeps.waits == [0.001, 0.002]
     assert len(fake_hex.requests) == 3
+    assert str(caught.value).endswith("(429); retry in a minute; gave up after 3 attempts")
 
 
 async def test_timeout_is_a_remote_error(fake_hex: FakeHex, tmp_path: Path) -> None:
@@ -234,6 +274,7 @@ async def test_one_slow_answer_then_success(fake_hex: FakeHex, tmp_path: Path) -
         body = await client.fetch_docs("mime", "2.0.7")
 
     assert body.startswith(b"\x1f\x8b")  # gzip magic: a real tarball
+    assert len(fake_hex.requests) == 2  # the slow one, then the retry
 
 
 async def test_truncated_body_is_a_remote_error(client: HexClient, fake_hex: FakeHex) -> None:
@@ -247,13 +288,14 @@ async def test_truncated_body_is_a_remote_error(client: HexClient, fake_hex: Fak
 
 
 async def test_one_truncated_body_is_retried(
-    client: HexClient, fake_hex: FakeHex, corpus: Path
+    client: HexClient, fake_hex: FakeHex, corpus: Path, sleeps: SleepLog
 ) -> None:
     fake_hex.fail("/repo/docs/*", truncate=True, times=1)
 
     body = await client.fetch_docs("jason", "1.4.4")
 
     assert body == (corpus / "hexdocs" / "jason-1.4.4.tar.gz").read_bytes()
+    assert len(fake_hex.requests) == 2 and sleeps.waits == [0.001]
 
 
 async def test_connection_reset_is_a_remote_error(client: HexClient, fake_hex: FakeHex) -> None:
@@ -265,9 +307,14 @@ async def test_connection_reset_is_a_remote_error(client: HexClient, fake_hex: F
     assert f"GET {fake_hex.api_url}/packages/jason failed" in str(caught.value)
 
 
-async def test_one_connection_reset_is_retried(client: HexClient, fake_hex: FakeHex) -> None:
-    fake_hex.fail("/api/packages/*", reset=True, times=1)
+async def test_one_connection_reset_is_retried(
+    client: HexClient, fake_hex: FakeHex, sleeps: SleepLog
+) -> None:
+    # aiohttp itself resends an idempotent request once after a dropped connection
+    # (RFC 9112 9.3.1); two resets make sure the client's own retry runs too.
+    fake_hex.fail("/api/packages/*", reset=True, times=2)
     assert (await client.package_info("plug")).latest_stable_version == "1.19.2"
+    assert len(fake_hex.requests) == 3 and sleeps.waits[:1] == [0.001]
 
 
 async def test_unreachable_host_names_the_url(tmp_path: Path, sleeps: SleepLog) -> None:
@@ -281,6 +328,61 @@ async def test_unreachable_host_names_the_url(tmp_path: Path, sleeps: SleepLog) 
         with pytest.raises(RemoteError, match=rf"GET http://127.0.0.1:{port}/api/packages/jason"):
             await client.package_info("jason")
     assert len(sleeps.waits) == 2
+
+
+# --------------------------------------------------------------------------- credentials
+
+URL_SECRETS = ("apipass1", "apitoken1", "mirrorpass1", "mirrorkey1")
+
+
+async def test_credentials_in_the_urls_are_used_but_never_shown(
+    fake_hex: FakeHex, tmp_path: Path, sleeps: SleepLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    host = fake_hex.base_url.removeprefix("http://")
+    settings = settings_for(
+        fake_hex,
+        tmp_path,
+        hex_api_url=f"http://hexuser:apipass1@{host}/api?token=apitoken1",
+        hex_mirror=f"http://mirroruser:mirrorpass1@{host}/repo?api_key=mirrorkey1",
+    )
+    errors: list[BaseException] = []
+    async with client_for(settings, sleep=sleeps) as client:
+        await client.package_info("jason")
+        await client.fetch_docs("jason", "1.4.5")
+        for fault in ({"status": 500}, {"reset": True}, {"html": True}, {"status": 418}):
+            fake_hex.fail("/repo/docs/*", **fault)  # type: ignore[arg-type]
+            with pytest.raises(RemoteError) as caught:
+                await client.fetch_docs("jason", "1.4.4")
+            errors.append(caught.value)
+            fake_hex.faults.clear()
+        with pytest.raises(PackageNotFound) as unknown:
+            await client.package_info("no_such_pkg")
+        with pytest.raises(VersionNotFound) as missing:
+            await client.fetch_docs("jason", "9.9.9")
+        errors += [unknown.value, missing.value]
+
+    # Used: the query stays a query (the path joins before it), the userinfo is Basic auth.
+    api, docs = fake_hex.requests[:2]
+    assert (api.path, api.query) == ("/api/packages/jason", "token=apitoken1")
+    assert (docs.path, docs.query) == ("/repo/docs/jason-1.4.5.tar.gz", "api_key=mirrorkey1")
+    assert api.headers["Authorization"] == "Basic " + base64.b64encode(b"hexuser:apipass1").decode()
+    # Never shown: messages name the redacted URL.
+    assert f"GET http://****@{host}/repo/docs/jason-1.4.4.tar.gz?api_key=**** returned 500" in str(
+        errors[0]
+    )
+    assert f"http://****@{host}/api/packages/no_such_pkg?token=****" in str(errors[-2])
+    texts = [str(e) for e in errors] + [repr(e) for e in errors] + [repr(client), caplog.text]
+    for secret in URL_SECRETS:
+        assert not [t for t in texts if secret in t], secret
+
+
+async def test_echoed_names_are_capped(client: HexClient, fake_hex: FakeHex) -> None:
+    name = "a" * 5000
+    with pytest.raises(PackageNotFound) as caught:
+        await client.package_info(name)
+    assert len(str(caught.value)) < 1500
+    assert f"'{'a' * 199}…'" in str(caught.value)
 
 
 # --------------------------------------------------------------------------- bad bodies
@@ -330,6 +432,21 @@ def test_parse_package_info_tolerates_missing_optional_fields() -> None:
     assert [(r.version, r.has_docs) for r in info.releases] == [("0.1.0", True), ("0.2.0", False)]
     assert info.latest_stable_version is None and info.latest_version is None
     assert info.links == {"Source": "https://github.com/a/b"}
+
+
+def test_parse_package_info_drops_hostile_strings() -> None:
+    data: dict[str, Any] = {
+        "name": "evil\nname" + "x" * 5000,
+        "releases": [{"version": "1." * 1_000_000}, {"version": "1.0.0"}, {"version": "1 0"}],
+        "latest_version": "9" * 500,
+        "docs_html_url": "https://x/" + "y" * 5000,
+        "meta": {"links": {f"GitHub{i}": "https://github.com/a/b" for i in range(500)}},
+    }
+    info = parse_package_info("pkg", data, "http://x/api/packages/pkg")
+    assert info.name == "pkg"  # the requested name, not the server's
+    assert [r.version for r in info.releases] == ["1.0.0"]
+    assert info.latest_version is None and info.docs_html_url is None
+    assert len(info.links) == 50
 
 
 # --------------------------------------------------------------------------- size cap
@@ -395,50 +512,28 @@ def test_gzip_encoded_api_json_is_decoded() -> None:
 
 async def test_session_is_lazy_closed_and_recreated(hex_settings: Settings) -> None:
     client = HexClient(hex_settings)
-    assert client._session is None
+    await client.aclose()  # never opened: nothing to do
+    assert not client.http.open
     await client.package_info("mint")
-    session = client._session
-    assert session is not None and not session.closed
-    await client.close()
-    assert session.closed and client._session is None
-    await client.close()  # twice is fine
+    session = client.http.session()
+    assert client.http.open and not session.closed
+    await client.aclose()
+    assert session.closed and not client.http.open
+    await client.aclose()  # twice is fine
     client.forget()
     await client.package_info("mint")  # a closed client opens a new session when used again
-    await client.close()
+    assert client.http.open and client.http.session() is not session
+    await client.aclose()
 
 
 async def test_context_manager_closes_the_session(hex_settings: Settings) -> None:
     async with HexClient(hex_settings) as client:
         await client.fetch_docs("mime", "1.3.1")
-        session = client._session
-    assert session is not None and session.closed
+        session = client.http.session()
+    assert session.closed and not client.http.open
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-@pytest.mark.parametrize(
-    ("value", "seconds"),
-    [
-        ("0", 0.0),
-        ("7", 7.0),
-        (" 12 ", 12.0),
-        ("soon", None),
-        ("", None),
-        (None, None),
-        ("-3", None),
-    ],
-)
-def test_retry_after_seconds(value: str | None, seconds: float | None) -> None:
-    assert hexmod._retry_after(value) == seconds
-
-
-def test_retry_after_http_date() -> None:
-    when = datetime.now(UTC) + timedelta(seconds=30)
-    seconds = hexmod._retry_after(format_datetime(when, usegmt=True))
-    assert seconds is not None and 25 <= seconds <= 31
-    past = format_datetime(datetime.now(UTC) - timedelta(hours=1), usegmt=True)
-    assert hexmod._retry_after(past) == 0.0
 
 
 @pytest.mark.parametrize(

@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
-from hexlocal_core.adapters.openai_api import (
-    OpenAIChat,
-    OpenAIEmbedder,
-    RetryPolicy,
-    parse_retry_after,
-)
+from hexlocal_core.adapters.http import HttpClient
+from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder, RetryPolicy
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import RateLimited, RemoteError
 from hexlocal_core.model import UsageEvent
@@ -50,6 +48,23 @@ class Sleeps:
         self.waits.append(seconds)
 
 
+@pytest.fixture(autouse=True)
+async def _closed_after(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """Every adapter made in a test has its session closed after it, as `build()`'s
+    composition root closes them (`aclose`); the tests need not each say so."""
+    made: list[HttpClient] = []
+    original = HttpClient.__init__
+
+    def recording(self: HttpClient, **kwargs: Any) -> None:
+        original(self, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(HttpClient, "__init__", recording)
+    yield
+    for http in made:
+        await http.aclose()
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(dims=8) as server:
@@ -63,7 +78,9 @@ def settings_for(fake: FakeOpenAI, **env: str) -> Settings:
 def embedder_for(
     fake: FakeOpenAI, usage: Usage | None = None, sleeps: Sleeps | None = None, **env: str
 ) -> OpenAIEmbedder:
-    retry = RetryPolicy(attempts=4, base_s=0.25, cap_s=10.0, sleep=sleeps or Sleeps())
+    retry = RetryPolicy(
+        attempts=4, base_s=0.25, cap_s=10.0, max_retry_after_s=10.0, sleep=sleeps or Sleeps()
+    )
     return OpenAIEmbedder(settings_for(fake, **env), usage=usage, retry=retry)
 
 
@@ -127,14 +144,22 @@ async def test_429_with_retry_after_then_success(fake: FakeOpenAI) -> None:
 
     np.testing.assert_allclose(vectors, expected(["one", "two"]), atol=1e-6)
     assert sleeps.waits == [7.0]  # Retry-After, not the 0.25 s backoff
+    assert len(fake.to("embeddings")) == 2
     assert [(e.success, e.prompt_tokens) for e in usage.events] == [(False, 0), (True, 4)]
 
 
-async def test_retry_after_is_capped(fake: FakeOpenAI) -> None:
+async def test_a_retry_after_longer_than_honoured_fails_at_once(fake: FakeOpenAI) -> None:
     sleeps = Sleeps()
     fake.fail("embeddings", 429, retry_after="3600")
-    await embedder_for(fake, sleeps=sleeps).embed(["one"])
-    assert sleeps.waits == [10.0]
+    with pytest.raises(RateLimited) as info:
+        await embedder_for(fake, sleeps=sleeps).embed(["one"])
+    # Not a capped wait followed by a retry the server said it would refuse: one request,
+    # no sleep, and the time the server named.
+    assert sleeps.waits == [] and len(fake.to("embeddings")) == 1
+    assert str(info.value) == f"POST {fake.url}/embeddings answered 429 (rate limited)"
+    assert info.value.reset_at is not None
+    reset = datetime.strptime(info.value.reset_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert timedelta(minutes=59) < reset - datetime.now(UTC) <= timedelta(hours=1)
 
 
 async def test_5xx_retried_with_exponential_backoff(fake: FakeOpenAI) -> None:
@@ -144,7 +169,29 @@ async def test_5xx_retried_with_exponential_backoff(fake: FakeOpenAI) -> None:
     fake.fail("embeddings", 502)
     vectors = await embedder_for(fake, sleeps=sleeps).embed(["x"])
     assert sleeps.waits == [0.25, 0.5, 1.0]
+    assert len(fake.to("embeddings")) == 4
     np.testing.assert_allclose(vectors, expected(["x"]), atol=1e-6)
+
+
+async def test_an_http_date_retry_after_is_honoured(fake: FakeOpenAI) -> None:
+    sleeps = Sleeps()
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=3), usegmt=True)
+    fake.fail("embeddings", 503, retry_after=when)
+    await embedder_for(fake, sleeps=sleeps).embed(["x"])
+    [wait] = sleeps.waits
+    assert 1.0 < wait <= 3.0  # the date's one-second resolution, not the 0.25 s backoff
+    assert len(fake.to("embeddings")) == 2
+
+
+async def test_a_dropped_connection_is_retried(fake: FakeOpenAI) -> None:
+    # Held past the timeout once: a timeout is final for the API (a slow model is not
+    # helped by asking again) ...
+    sleeps = Sleeps()
+    fake.script("embeddings", Scripted(200, delay=2.0))
+    with pytest.raises(RemoteError, match="timed out"):
+        await embedder_for(fake, sleeps=sleeps, HEXLOCAL_HTTP_TIMEOUT_S="0.2").embed(["x"])
+    assert sleeps.waits == []
+    # ... but a refused connection is retried (see test_unreachable_server_fails_after_retries).
 
 
 async def test_token_limit_bisects_the_batch() -> None:
@@ -170,8 +217,9 @@ async def test_final_failure_aborts_the_whole_call(fake: FakeOpenAI) -> None:
     usage = Usage()
     fake.fail("embeddings", 500, times=10)
     embedder = embedder_for(fake, usage, EMBED_BATCH_SIZE="2", EMBED_CONCURRENCY="1")
-    with pytest.raises(RemoteError, match="answered 500; gave up after 4 attempts"):
+    with pytest.raises(RemoteError) as info:
         await embedder.embed(TEXTS)
+    assert str(info.value) == f"POST {fake.url}/embeddings answered 500; gave up after 4 attempts"
     # The first batch exhausted its attempts; no later batch was sent.
     assert len(fake.to("embeddings")) == 4
     assert [e.success for e in usage.events] == [False] * 4
@@ -186,10 +234,13 @@ async def test_a_failing_batch_among_successful_ones_fails_the_call(fake: FakeOp
 
 
 async def test_429_exhausted_is_rate_limited(fake: FakeOpenAI) -> None:
+    sleeps = Sleeps()
     fake.fail("embeddings", 429, times=4, retry_after="2")
     with pytest.raises(RateLimited) as info:
-        await embedder_for(fake).embed(["x"])
+        await embedder_for(fake, sleeps=sleeps).embed(["x"])
     assert info.value.reset_at is not None
+    assert len(fake.to("embeddings")) == 4 and sleeps.waits == [2.0, 2.0, 2.0]
+    assert str(info.value).endswith("answered 429 (rate limited); gave up after 4 attempts")
 
 
 async def test_malformed_answer_is_a_remote_error(fake: FakeOpenAI) -> None:
@@ -216,8 +267,10 @@ async def test_unreachable_server_fails_after_retries() -> None:
         Settings.from_env({"AI_API_URL": url, "AI_API_KEY": KEY}),
         retry=RetryPolicy(attempts=3, base_s=0.01, sleep=sleeps),
     )
-    with pytest.raises(RemoteError, match=f"cannot connect to {url}/embeddings"):
+    with pytest.raises(RemoteError) as info:
         await embedder.embed(["x"])
+    assert str(info.value).startswith(f"cannot connect to {url}/embeddings")
+    assert str(info.value).endswith("; gave up after 3 attempts")
     assert sleeps.waits == [0.01, 0.02]
 
 
@@ -312,9 +365,10 @@ async def test_chat_failure_records_usage_and_raises(fake: FakeOpenAI) -> None:
         retry=RetryPolicy(attempts=2, base_s=0.0),
     )
     fake.fail("chat/completions", 500, times=2)
-    with pytest.raises(RemoteError, match="chat/completions answered 500"):
+    with pytest.raises(RemoteError, match="chat/completions answered 500; gave up after 2"):
         await chat.complete([{"role": "user", "content": "x"}])
     assert usage.events == [UsageEvent("small-1", "chat", 0, success=False)] * 2
+    assert len(fake.to("chat/completions")) == 2
 
 
 async def test_malformed_chat_answer_is_a_failure(fake: FakeOpenAI) -> None:
@@ -326,26 +380,95 @@ async def test_malformed_chat_answer_is_a_failure(fake: FakeOpenAI) -> None:
     assert usage.events == [UsageEvent("small-1", "chat", 0, success=False)]
 
 
-# --- pure helpers -----------------------------------------------------------------------
+# --- lifecycle, untrusted answers, credentials in the URL -------------------------------
+
+
+async def test_one_session_serves_every_call_until_aclose(fake: FakeOpenAI) -> None:
+    embedder = embedder_for(fake, EMBED_BATCH_SIZE="1")
+    await embedder.aclose()  # never opened: nothing to do
+    await embedder.embed(["a", "b", "c"])
+    session = embedder._api.http.session()
+    await embedder.embed(["d"])
+    assert embedder._api.http.session() is session
+    await embedder.aclose()
+    await embedder.aclose()
+    assert session.closed and not embedder._api.http.open
+    await embedder.embed(["e"])  # used again: a new session
+    assert embedder._api.http.session() is not session
+
+
+async def test_a_hostile_model_field_is_not_kept(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    usage = Usage()
+    fake.echo_authorization = True  # the answer names "Bearer <key>" as its model
+    embedder = embedder_for(fake, usage, AI_EMBED_MODEL="mistral-embed")
+    await embedder.embed(["x"])
+    await embedder.embed(["y"])
+    chat = OpenAIChat(settings_for(fake, AI_CHAT_MODEL_SMALL="small-1"), usage=usage)
+    reply = await chat.complete([{"role": "user", "content": "hi"}])
+
+    assert embedder.model_id == "mistral-embed" and embedder.dims == 8
+    assert reply.model == "small-1"
+    assert {e.model for e in usage.events} == {"mistral-embed", "small-1"}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2  # once per adapter, not per batch
+    assert "named an invalid model (" in warnings[0] and "using the configured" in warnings[0]
+    assert KEY not in caplog.text and KEY[3:] not in caplog.text
 
 
 @pytest.mark.parametrize(
-    ("header", "seconds"),
+    "model", ["x" * 201, "two words", "bad\nname", KEY, f"m-{KEY[4:16]}", 42, ["a"]]
+)
+async def test_every_invalid_model_falls_back(fake: FakeOpenAI, model: object) -> None:
+    fake.answer_model = model  # type: ignore[assignment]
+    embedder = embedder_for(fake, AI_EMBED_MODEL="mistral-embed")
+    await embedder.embed(["x"])
+    assert embedder.model_id == "mistral-embed"
+
+
+async def test_a_plausible_model_field_is_kept(fake: FakeOpenAI) -> None:
+    fake.answer_model = "mistral-embed-2312"
+    embedder = embedder_for(fake, AI_EMBED_MODEL="mistral-embed")
+    await embedder.embed(["x"])
+    assert embedder.model_id == "mistral-embed-2312"
+
+
+@pytest.mark.parametrize(
+    "raw",
     [
-        ("3", 3.0),
-        ("0.5", 0.5),
-        ("-4", 0.0),
-        ("soon", None),
-        (None, None),
-        ("", None),
-        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),  # a date in the past: retry now
+        '{"error": "invalid key ' + KEY.replace("-", "\\u002d") + '"}',
+        '{"error": "invalid key ' + "".join(f"\\u{ord(c):04x}" for c in KEY) + '"}',
+        '{"error": "see https:\\/\\/x\\/keys ' + KEY.replace("-", "\\u002D") + '"}',
+        '{"error": "' + "p" * 280 + " " + KEY + '"}',  # the 300-character cut inside the key
+        '{"error": "' + "p" * 284 + " " + KEY + '"}',  # only the key's prefix before the cut
     ],
 )
-def test_parse_retry_after(header: str | None, seconds: float | None) -> None:
-    assert parse_retry_after(header) == seconds
+async def test_escaped_and_cut_echoes_of_the_key_are_scrubbed(fake: FakeOpenAI, raw: str) -> None:
+    fake.script("embeddings", Scripted(401, raw=raw))
+    with pytest.raises(RemoteError) as info:
+        await embedder_for(fake).embed(["x"])
+    message = str(info.value)
+    assert "check AI_API_KEY" in message and "****" in message
+    for piece in (KEY, KEY[3:], KEY[:8], KEY[-8:], KEY[6:14]):
+        assert piece not in message, (piece, message)
 
 
-def test_backoff_doubles_and_is_capped() -> None:
-    policy = RetryPolicy(base_s=1.0, cap_s=5.0)
-    assert [policy.wait_s(i, None) for i in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
-    assert policy.wait_s(0, 2.5) == 2.5
+async def test_credentials_in_the_url_are_used_and_masked(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    host = fake.url.removeprefix("http://")
+    url = f"http://aiuser:aipass99@{host}?api_key=aiquery99"
+    embedder = embedder_for(fake, AI_API_URL=url)
+    await embedder.embed(["x"])
+    request = fake.to("embeddings")[0]
+    assert request.headers["Authorization"] == f"Bearer {KEY}"  # the key wins over userinfo
+    fake.fail("embeddings", 503)
+    fake.script("embeddings", Scripted(400, body={"error": "aipass99 aiquery99 rejected"}))
+    with pytest.raises(RemoteError) as info:
+        await embedder.embed(["y"])
+    assert str(info.value).startswith(f"POST http://****@{host}/embeddings?api_key=**** answered")
+    for text in (str(info.value), repr(embedder), caplog.text):
+        assert "aipass99" not in text and "aiquery99" not in text, text

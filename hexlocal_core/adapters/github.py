@@ -3,10 +3,12 @@
 Works with github.com (`https://api.github.com`) and GitHub Enterprise Server
 (`https://ghe.example.com/api/v3`). Nothing is stored. The token (GITHUB_TOKEN) goes into
 the Authorization header of each request and nowhere else: not into logs, messages, reprs,
-or the session's default headers.
+or the session's default headers; credentials in GITHUB_API_URL are masked likewise.
 
-Errors: rate limits -> RateLimited (with the reset time), a rejected query (422) ->
-UserInputError, anything else remote -> RemoteError naming the URL.
+The HTTP policy is `adapters.http`'s (one retry of a 5xx or a short 429 by default). This
+module classifies GitHub's answers: rate limits -> RateLimited (with the reset time), a
+rejected query (422) -> UserInputError, anything else remote -> RemoteError naming the URL.
+A search is interactive, so timeouts and unreachable hosts are not retried.
 """
 
 from __future__ import annotations
@@ -16,64 +18,100 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from attrs import evolve
 
+from hexlocal_core.adapters.http import (
+    Failure,
+    HttpClient,
+    Retry,
+    RetryPolicy,
+    TooLarge,
+    join_url,
+    parse_retry_after,
+    read_body,
+    read_error_text,
+)
 from hexlocal_core.config import Secret, Settings
 from hexlocal_core.errors import RateLimited, RemoteError, UserInputError
 from hexlocal_core.issues import make_excerpt, search_params, validate_issue_query
 from hexlocal_core.model import IssueHit, IssueQuery
+from hexlocal_core.ports import NoLifecycle
+from hexlocal_core.redact import clip, excerpt, redact_url, url_secrets
 
 if TYPE_CHECKING:
     import aiohttp
+
+__all__ = ["DEFAULT_RETRY", "GitHubIssues", "hit_from_item", "reset_time"]
 
 log = logging.getLogger("hexlocal.github")
 
 API_VERSION = "2022-11-28"
 USER_AGENT = "hexlocal"
-_MESSAGE_CHARS = 300  # GitHub's own error text, quoted in ours
+# One retry a second later; a secondary rate limit's Retry-After (usually 60 s) is not
+# waited for: the caller gets RateLimited with the reset time at once.
+DEFAULT_RETRY = RetryPolicy(attempts=2, base_s=1.0, cap_s=5.0, max_retry_after_s=10.0)
+MAX_ANSWER_BYTES = 32 * 1024 * 1024  # 100 items with long bodies are a few MB
+_MAX_ERRORS = 10  # validation errors quoted from one answer
 
 
 class _TypeQualifierRequired(UserInputError):
     """GitHub wants `is:issue` or `is:pull-request` in the query (user-to-server tokens)."""
 
 
-class GitHubIssues:
-    """Live issue and pull-request search. Use as `async with GitHubIssues(settings) as gh:`."""
+class GitHubIssues(NoLifecycle):
+    """Live issue and pull-request search. Use as `async with GitHubIssues(settings) as gh:`.
+
+    `retry_delay_s` is a shorthand for `retry=RetryPolicy(attempts=2, base_s=...)`.
+    """
 
     def __init__(
-        self, settings: Settings, *, retry_delay_s: float = 1.0, trust_env: bool = False
+        self,
+        settings: Settings,
+        *,
+        retry: RetryPolicy | None = None,
+        retry_delay_s: float | None = None,
+        trust_env: bool = False,
     ) -> None:
         self._base = settings.github_api_url.rstrip("/")
         self._token: Secret = settings.github_token
-        self._timeout_s = settings.http_timeout_s
-        self._retry_delay_s = retry_delay_s  # before the one retry of a 5xx
-        self._trust_env = trust_env  # HTTPS_PROXY from the environment, as the hex adapter
-        self._session: aiohttp.ClientSession | None = None
+        if retry is None:
+            retry = DEFAULT_RETRY
+            if retry_delay_s is not None:
+                retry = evolve(retry, base_s=retry_delay_s)
+        self.retry = retry
+        self._secrets = (self._token.reveal(), *url_secrets(self._base))
+        self.http = HttpClient(
+            timeout_s=settings.http_timeout_s,
+            secrets=self._secrets,
+            trust_env=trust_env,  # HTTPS_PROXY from the environment, as the hex adapter
+        )
         # Set once GitHub has asked for a type qualifier: from then on "both types" is
         # asked as two queries straight away instead of failing first each time.
         self._split_types = False
 
     @property
     def search_url(self) -> str:
-        return f"{self._base}/search/issues"
+        """The search endpoint as messages show it (credentials masked)."""
+        return clip(redact_url(self._search_target), 500)
+
+    @property
+    def _search_target(self) -> str:
+        return join_url(self._base, "/search/issues")
 
     def __repr__(self) -> str:
-        return f"GitHubIssues(base={self._base!r}, token={self._token.masked()})"
+        return f"GitHubIssues(base={redact_url(self._base)!r}, token={self._token.masked()})"
 
     async def __aenter__(self) -> GitHubIssues:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+        await self.aclose()
 
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    async def aclose(self) -> None:
+        await self.http.aclose()
 
     async def search(self, query: IssueQuery) -> list[IssueHit]:
         """Issues and PRs matching `query`, best first. See `IssueTracker.search`."""
@@ -108,47 +146,22 @@ class GitHubIssues:
 
     async def _search_items(self, q: IssueQuery) -> list[Mapping[str, Any]]:
         params = search_params(q)
-        log.debug("GitHub search %s q=%r", self.search_url, params["q"])
-        status, headers, body = await self._get(params)
-        if status >= 500:
-            log.warning("GitHub search answered HTTP %d; retrying once", status)
-            await asyncio.sleep(self._retry_delay_s)
-            status, headers, body = await self._get(params)
-        payload = self._decode(status, headers, body)
+        log.debug("GitHub search %s q=%r", self.search_url, clip(params["q"]))
+        payload = await self.http.request(
+            "GET",
+            self._search_target,
+            policy=self.retry,
+            handle=self._handle,
+            on_failure=self._failure_error,
+            headers=self._headers(),
+            params=params,
+        )
         if payload.get("incomplete_results"):
-            log.info("GitHub search timed out on its side; results for %r may be partial", q.text)
-        return [item for item in payload["items"] if isinstance(item, Mapping)]
-
-    async def _get(self, params: Mapping[str, str]) -> tuple[int, Mapping[str, str], bytes]:
-        import aiohttp
-
-        session = self._client()
-        try:
-            async with session.get(self.search_url, params=params, headers=self._headers()) as r:
-                return r.status, r.headers, await r.read()
-        except TimeoutError as exc:
-            raise RemoteError(
-                f"GitHub search at {self.search_url} timed out after {self._timeout_s:g}s; "
-                "try again, or raise HEXLOCAL_HTTP_TIMEOUT_S."
-            ) from exc
-        except aiohttp.ClientError as exc:
-            message = (
-                f"Could not reach GitHub at {self.search_url} ({type(exc).__name__}: "
-                f"{self._redact(str(exc))}); check GITHUB_API_URL and the network."
+            log.info(
+                "GitHub search timed out on its side; results for %r may be partial",
+                clip(q.text),
             )
-            # Response errors carry the request headers (the token) in their repr: do not
-            # chain them. Connection errors carry none and are worth keeping as the cause.
-            if isinstance(exc, aiohttp.ClientResponseError):
-                raise RemoteError(message) from None
-            raise RemoteError(message) from exc
-
-    def _client(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        if self._session is None or self._session.closed:
-            timeout = aiohttp.ClientTimeout(total=self._timeout_s)
-            self._session = aiohttp.ClientSession(timeout=timeout, trust_env=self._trust_env)
-        return self._session
+        return [item for item in payload["items"] if isinstance(item, Mapping)]
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -160,22 +173,42 @@ class GitHubIssues:
             headers["Authorization"] = f"Bearer {self._token.reveal()}"
         return headers
 
-    def _decode(self, status: int, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    async def _handle(self, response: aiohttp.ClientResponse) -> dict[str, Any]:
         """The search payload of a 200, or the core error for any other answer."""
-        payload = _json_object(body)
-        if status == 200:
+        if response.status == 200:
+            try:
+                payload = _json_object(await read_body(response, MAX_ANSWER_BYTES))
+            except TooLarge:
+                payload = None
             if payload is None or not isinstance(payload.get("items"), list):
                 raise RemoteError(
                     f"GitHub search at {self.search_url} answered 200 without a list of "
                     "items; is GITHUB_API_URL a GitHub API base?"
                 )
             return payload
-        raise self._error(status, headers, self._redact(_github_message(payload, body)))
+        body = (await read_error_text(response)).encode("utf-8")
+        # Scrubbed before it is cut, so a cut inside an echoed token cannot show a piece.
+        message = excerpt(_github_message(_json_object(body), body), self._secrets)
+        raise self._error(response.status, response.headers, message)
+
+    def _failure_error(self, failure: Failure) -> Exception:
+        if failure.kind == "timeout":
+            return RemoteError(
+                f"GitHub search at {failure.url} timed out after {self.http.timeout_s:g}s; "
+                "try again, or raise HEXLOCAL_HTTP_TIMEOUT_S."
+            )
+        return RemoteError(
+            f"Could not reach GitHub at {failure.url} ({failure.detail}); check "
+            "GITHUB_API_URL and the network."
+        )
 
     def _error(self, status: int, headers: Mapping[str, str], message: str) -> Exception:
         url = self.search_url
         if _is_rate_limit(status, headers, message):
-            return self._rate_limited(status, headers)
+            limited = self._rate_limited(status, headers)
+            if self.retry.retries(status):
+                return Retry(limited, parse_retry_after(headers.get("Retry-After")))
+            return limited
         if status == 422:
             if "is:issue" in message and "is:pull-request" in message:
                 return _TypeQualifierRequired(f"GitHub rejected the search query: {message}")
@@ -190,10 +223,9 @@ class GitHubIssues:
                 f"{url} answered HTTP 404; check GITHUB_API_URL "
                 "(GitHub Enterprise API bases end in /api/v3)."
             )
-        if status >= 500:
-            return RemoteError(
-                f"GitHub search at {url} failed with HTTP {status} twice; try again later."
-            )
+        if self.retry.retries(status):
+            log.warning("GitHub search answered HTTP %d", status)
+            return Retry(RemoteError(f"GitHub search at {url} answered HTTP {status}"))
         return RemoteError(f"GitHub search at {url} answered HTTP {status}: {message}")
 
     def _rate_limited(self, status: int, headers: Mapping[str, str]) -> RateLimited:
@@ -211,11 +243,6 @@ class GitHubIssues:
             reset_at=reset_at,
         )
 
-    def _redact(self, text: str) -> str:
-        # Defence in depth: whatever a server or proxy echoes back, the token stays out.
-        secret = self._token.reveal()
-        return text.replace(secret, "****") if secret else text
-
 
 def reset_time(headers: Mapping[str, str], now: datetime) -> str | None:
     """When a rate limit lifts, as ISO UTC ('2025-01-31T12:00:00Z'), or None if unknown.
@@ -224,7 +251,9 @@ def reset_time(headers: Mapping[str, str], now: datetime) -> str | None:
     (seconds or an HTTP date) is the secondary limit's. Both present: the later one,
     since waiting for it satisfies both.
     """
-    candidates = [t for t in (_epoch_header(headers), _retry_after(headers, now)) if t]
+    after = parse_retry_after(headers.get("Retry-After"), now=now)
+    secondary = now + timedelta(seconds=after) if after is not None else None
+    candidates = [t for t in (_epoch_header(headers), secondary) if t]
     if not candidates:
         return None
     return max(candidates).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -318,36 +347,23 @@ def _epoch_header(headers: Mapping[str, str]) -> datetime | None:
         return None
 
 
-def _retry_after(headers: Mapping[str, str], now: datetime) -> datetime | None:
-    value = (headers.get("Retry-After") or "").strip()
-    if not value:
-        return None
-    if value.isdigit():
-        return now + timedelta(seconds=int(value))
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
 def _json_object(body: bytes) -> dict[str, Any] | None:
     try:
         payload = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return payload if isinstance(payload, dict) else None
 
 
 def _github_message(payload: Mapping[str, Any] | None, body: bytes) -> str:
-    """GitHub's error text: `message`, plus each validation error's own message."""
+    """GitHub's error text, whole: `message`, plus each validation error's own message.
+    (The caller scrubs and cuts it.)"""
     if payload is None:
-        text = body.decode("utf-8", "replace").strip() or "no details"
-        return text[:_MESSAGE_CHARS]
+        return body.decode("utf-8", "replace").strip() or "no details"
     parts = [str(payload.get("message") or "").strip()]
-    for error in payload.get("errors") or ():
+    errors = payload.get("errors")
+    for error in errors[:_MAX_ERRORS] if isinstance(errors, list) else ():
         detail = error.get("message") if isinstance(error, Mapping) else error
         if detail:
             parts.append(str(detail).strip())
-    text = ": ".join(p for p in parts if p) or "no details"
-    return text[:_MESSAGE_CHARS]
+    return ": ".join(p for p in parts if p) or "no details"

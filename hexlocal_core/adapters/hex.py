@@ -1,136 +1,113 @@
-"""HexClient: the `HexRegistry` port over HTTP (aiohttp).
+"""HexClient: the `HexRegistry` port over HTTP (aiohttp, through `adapters.http`).
 
-    GET {HEX_API_URL}/packages/{name}          -> HexPackageInfo   (JSON, cached briefly)
+    GET {HEX_API_URL}/packages/{name}             -> HexPackageInfo (JSON, cached briefly)
     GET {HEX_MIRROR}/docs/{name}-{version}.tar.gz -> bytes          (in memory, size-capped)
 
-Failures map to core errors, most specific first: 404 -> PackageNotFound / VersionNotFound;
-429 -> wait for Retry-After when short, else RateLimited; 5xx, timeouts, dropped
-connections and truncated bodies are retried with exponential backoff, then RemoteError.
-Every message names the package and the URL tried. aiohttp is imported when a session is
-first needed, so importing this module (say for `repo_from_links`) stays cheap.
+This module says only what is Hex's own: 404 (and a mirror's 403) -> PackageNotFound /
+VersionNotFound; 429 -> RateLimited, waited for when Retry-After is short; 5xx, timeouts,
+dropped connections and truncated bodies are retried with backoff, then RemoteError. Every
+message names the package and the URL tried, with any credentials in HEX_API_URL or
+HEX_MIRROR masked (`redact_url`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import re
 import time
 import zlib
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
-from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlparse
 
 from attrs import frozen
 
+from hexlocal_core.adapters.http import (
+    Failure,
+    HttpClient,
+    Retry,
+    RetryPolicy,
+    TooLarge,
+    Truncated,
+    join_url,
+    parse_retry_after,
+    read_capped,
+    reset_at,
+)
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError, VersionNotFound
 from hexlocal_core.model import HexPackageInfo, HexRelease
+from hexlocal_core.ports import NoLifecycle
+from hexlocal_core.redact import clip, redact_url, url_secrets
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["HexClient", "parse_package_info", "read_capped", "repo_from_links"]
-
-log = logging.getLogger("hexlocal.hex")
+__all__ = ["DEFAULT_RETRY", "HexClient", "parse_package_info", "repo_from_links"]
 
 USER_AGENT = "hexlocal/0.1 (+aiohttp)"
-MAX_ATTEMPTS = 3
-BACKOFF_BASE_S = 0.5  # 0.5 s, then 1 s: transient Hex hiccups clear within seconds
-MAX_RETRY_AFTER_S = 20.0  # longer waits than this fail fast with RateLimited instead
+# 0.5 s, then 1 s: transient Hex hiccups clear within seconds; a Retry-After past 20 s fails
+# fast with RateLimited instead of holding the caller.
+DEFAULT_RETRY = RetryPolicy(attempts=3, base_s=0.5, cap_s=10.0, max_retry_after_s=20.0)
 PACKAGE_INFO_TTL_S = 300.0  # versions appear rarely; five minutes saves a call per query
 MAX_API_BYTES = 16 * 1024 * 1024  # the largest package JSON is well under 1 MB
 CHUNK_BYTES = 64 * 1024
-
-
-class TooLarge(Exception):
-    """A body outgrew its cap (internal: turned into RemoteError with the URL)."""
-
-    def __init__(self, size: int | None) -> None:
-        super().__init__(size)
-        self.size = size  # the announced size, or None when the stream went past the cap
-
-
-class _Truncated(Exception):
-    """Fewer bytes arrived than Content-Length announced."""
-
-
-class _Retryable(Exception):
-    """An attempt failed in a way the next attempt may not; `delay` overrides backoff."""
-
-    def __init__(self, error: RemoteError, delay: float | None = None) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.delay = delay
 
 
 @frozen
 class _Request:
     """What one GET is for: how to name it in messages and how to read the body."""
 
-    url: str
-    what: str  # "jason" or "jason 1.4.5": the subject of every message
+    url: str  # as requested (may hold credentials)
+    what: str  # "jason" or "jason 1.4.5": the subject of every message, clipped
     cap: int
     json: bool
     not_found: Callable[[int], Exception]  # status -> the error for a missing resource
 
-
-async def read_capped(
-    chunks: AsyncIterable[bytes], cap: int, announced: int | None = None
-) -> bytes:
-    """Collects a streamed body, refusing before it holds more than `cap` bytes.
-
-    Raises TooLarge as soon as the announced length or the running total exceeds the cap,
-    so an oversized download is abandoned after at most one chunk past the limit.
-    """
-    if announced is not None and announced > cap:
-        raise TooLarge(announced)
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > cap:
-            raise TooLarge(None)
-    if announced is not None and len(body) != announced:
-        raise _Truncated(f"{len(body)} of {announced} bytes")
-    return bytes(body)
+    @property
+    def shown(self) -> str:
+        """The URL as messages show it."""
+        return clip(redact_url(self.url), 500)
 
 
-class HexClient:
-    """Talks to the Hex API and docs mirror named in Settings. One lazy session; close it.
+class HexClient(NoLifecycle):
+    """Talks to the Hex API and docs mirror named in Settings. One lazy session.
 
-    Use as `async with HexClient(settings) as hex: ...`, or call `close()`.
+    Use as `async with HexClient(settings) as hex: ...`, or call `aclose()`.
     """
 
     def __init__(
         self,
         settings: Settings,
         *,
-        max_attempts: int = MAX_ATTEMPTS,
-        backoff_base_s: float = BACKOFF_BASE_S,
-        max_retry_after_s: float = MAX_RETRY_AFTER_S,
+        retry: RetryPolicy = DEFAULT_RETRY,
         info_ttl_s: float = PACKAGE_INFO_TTL_S,
         trust_env: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.api_url = settings.hex_api_url.rstrip("/")
         self.mirror_url = settings.hex_mirror.rstrip("/")
         self.max_docs_bytes = settings.max_docs_bytes
-        self.timeout_s = settings.http_timeout_s
-        self.max_attempts = max(1, max_attempts)
-        self.backoff_base_s = backoff_base_s
-        self.max_retry_after_s = max_retry_after_s
+        self.retry = retry
         self.info_ttl_s = info_ttl_s
-        self._trust_env = trust_env  # proxies from the environment, like Mix's HTTP_PROXY
         self._clock = clock
-        self._sleep = sleep  # injectable so tests can see the waits without taking them
-        self._session: aiohttp.ClientSession | None = None
+        # auto_decompress off: a docs tarball must arrive byte for byte as published, even
+        # from a mirror that adds Content-Encoding.
+        self.http = HttpClient(
+            timeout_s=settings.http_timeout_s,
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+            secrets=url_secrets(self.api_url) + url_secrets(self.mirror_url),
+            trust_env=trust_env,
+            auto_decompress=False,
+        )
         # Per-process cache of package metadata: name -> (fetched at, info).
         self._info_cache: dict[str, tuple[float, HexPackageInfo]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"HexClient(api={redact_url(self.api_url)!r}, mirror={redact_url(self.mirror_url)!r})"
+        )
 
     async def __aenter__(self) -> HexClient:
         return self
@@ -141,12 +118,10 @@ class HexClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        await self.aclose()
 
-    async def close(self) -> None:
-        session, self._session = self._session, None
-        if session is not None and not session.closed:
-            await session.close()
+    async def aclose(self) -> None:
+        await self.http.aclose()
 
     def forget(self, name: str | None = None) -> None:
         """Drops cached package metadata (one package, or all)."""
@@ -161,144 +136,121 @@ class HexClient:
         cached = self._info_cache.get(name)
         if cached is not None and self._clock() - cached[0] < self.info_ttl_s:
             return cached[1]
-        url = f"{self.api_url}/packages/{quote(name, safe='')}"
+        url = join_url(self.api_url, f"/packages/{quote(name, safe='')}")
+        subject = clip(name)
 
         def not_found(status: int) -> Exception:
             return PackageNotFound(
-                f"hex.pm has no package '{name}' (GET {url} returned {status}). Check the "
-                "spelling (the OTP app name, like 'phoenix_live_view'); a private or mirrored "
-                "package needs HEX_API_URL pointing at its registry."
+                f"hex.pm has no package '{subject}' (GET {request.shown} returned {status}). "
+                "Check the spelling (the OTP app name, like 'phoenix_live_view'); a private "
+                "or mirrored package needs HEX_API_URL pointing at its registry."
             )
 
-        body = await self._get(_Request(url, name, MAX_API_BYTES, True, not_found))
+        request = _Request(url, subject, MAX_API_BYTES, True, not_found)
+        body = await self._get(request)
         try:
             data = json.loads(body)
         except ValueError as exc:
-            raise RemoteError(f"{name}: GET {url} returned malformed JSON ({exc})") from exc
-        info = parse_package_info(name, data, url)
+            raise RemoteError(
+                f"{subject}: GET {request.shown} returned malformed JSON ({clip(str(exc))})"
+            ) from None
+        info = parse_package_info(name, data, request.shown)
         self._info_cache[name] = (self._clock(), info)
         return info
 
     async def fetch_docs(self, name: str, version: str) -> bytes:
-        filename = quote(f"{name}-{version}.tar.gz", safe="")
-        url = f"{self.mirror_url}/docs/{filename}"
+        url = join_url(self.mirror_url, f"/docs/{quote(f'{name}-{version}.tar.gz', safe='')}")
+        subject = f"{clip(name)} {clip(version, 100)}"
 
         def not_found(status: int) -> Exception:
             return VersionNotFound(
-                f"{name} {version}: this version has no docs on hex.pm (GET {url} returned "
+                f"{subject}: this version has no docs on hex.pm (GET {request.shown} returned "
                 f"{status}). It may never have published docs; try another version."
             )
 
-        return await self._get(
-            _Request(url, f"{name} {version}", self.max_docs_bytes, False, not_found)
-        )
+        request = _Request(url, subject, self.max_docs_bytes, False, not_found)
+        return await self._get(request)
 
     # ----------------------------------------------------------------------- HTTP
 
-    def _session_now(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        if self._session is None or self._session.closed:
-            # auto_decompress off: a docs tarball must arrive byte for byte as published,
-            # even from a mirror that adds Content-Encoding.
-            self._session = aiohttp.ClientSession(
-                headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-                auto_decompress=False,
-                trust_env=self._trust_env,
-            )
-        return self._session
-
     async def _get(self, request: _Request) -> bytes:
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                return await self._attempt(request)
-            except _Retryable as retry:
-                too_long = retry.delay is not None and retry.delay > self.max_retry_after_s
-                if attempt == self.max_attempts or too_long:
-                    raise retry.error from None
-                delay = retry.delay if retry.delay is not None else self._backoff(attempt)
-                log.info(
-                    "%s; attempt %d of %d in %.2fs",
-                    retry.error,
-                    attempt + 1,
-                    self.max_attempts,
-                    delay,
-                )
-                await self._sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")
-
-    def _backoff(self, attempt: int) -> float:
-        return float(self.backoff_base_s * 2 ** (attempt - 1))
-
-    async def _attempt(self, request: _Request) -> bytes:
-        import aiohttp
-
-        session = self._session_now()
-        timeout = aiohttp.ClientTimeout(
-            total=self.timeout_s if request.json else None,  # tarballs may be slow but steady
-            sock_connect=self.timeout_s,
-            sock_read=self.timeout_s,
-        )
         accept = "application/json" if request.json else "application/octet-stream, */*"
-        subject, url = request.what, request.url
+
+        async def handle(response: aiohttp.ClientResponse) -> bytes:
+            return await self._read(request, response)
+
+        def on_failure(failure: Failure) -> Exception:
+            return _failure_error(request, failure, self.http.timeout_s)
+
+        return await self.http.request(
+            "GET",
+            request.url,
+            policy=self.retry,
+            handle=handle,
+            on_failure=on_failure,
+            headers={"Accept": accept},
+            streaming=not request.json,  # tarballs may be slow but steady
+        )
+
+    async def _read(self, request: _Request, response: aiohttp.ClientResponse) -> bytes:
+        if response.status != 200:
+            raise self._status_error(request, response)
+        content_type = response.headers.get("Content-Type", "")
+        if request.json:
+            _check_json_type(request, content_type)
+        else:
+            _check_not_html(request, content_type)
         try:
-            async with session.get(url, headers={"Accept": accept}, timeout=timeout) as resp:
-                if resp.status != 200:
-                    raise self._status_error(request, resp)
-                if request.json:
-                    _check_json_type(request, resp.headers.get("Content-Type", ""))
-                else:
-                    _check_not_html(request, resp.headers.get("Content-Type", ""))
-                body = await read_capped(
-                    resp.content.iter_chunked(CHUNK_BYTES), request.cap, resp.content_length
-                )
-                return _decode(request, resp.headers.get("Content-Encoding", ""), body)
+            body = await read_capped(
+                response.content.iter_chunked(CHUNK_BYTES), request.cap, response.content_length
+            )
         except TooLarge as exc:
             size = f"{exc.size} bytes" if exc.size is not None else "more than that"
             raise RemoteError(
-                f"{subject}: GET {url} is larger than the {request.cap}-byte limit ({size}); "
-                "raise HEXLOCAL_MAX_DOCS_BYTES to allow it"
+                f"{request.what}: GET {request.shown} is larger than the {request.cap}-byte "
+                f"limit ({size}); raise HEXLOCAL_MAX_DOCS_BYTES to allow it"
             ) from None
-        except _Truncated as exc:
-            raise _Retryable(RemoteError(f"{subject}: GET {url} was cut short ({exc})")) from None
-        except TimeoutError:
-            raise _Retryable(
-                RemoteError(f"{subject}: GET {url} timed out after {self.timeout_s:g}s")
-            ) from None
-        except aiohttp.ClientPayloadError as exc:
-            raise _Retryable(RemoteError(f"{subject}: GET {url} was cut short ({exc})")) from None
-        except aiohttp.ClientConnectionError as exc:
-            raise _Retryable(
-                RemoteError(f"{subject}: GET {url} failed: {exc or type(exc).__name__}")
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise RemoteError(f"{subject}: GET {url} failed: {exc or type(exc).__name__}") from exc
+        except Truncated as exc:
+            cut = RemoteError(f"{request.what}: GET {request.shown} was cut short ({exc})")
+            raise Retry(cut) from None
+        return _decode(request, response.headers.get("Content-Encoding", ""), body)
 
-    def _status_error(self, request: _Request, resp: aiohttp.ClientResponse) -> Exception:
-        status, url, subject = resp.status, request.url, request.what
+    def _status_error(self, request: _Request, response: aiohttp.ClientResponse) -> Exception:
+        status, url, subject = response.status, request.shown, request.what
         # Storage-backed mirrors answer 403 for a missing object, so docs treat it as 404.
         if status == 404 or (status == 403 and not request.json):
             return request.not_found(status)
         if status == 429:
-            delay = _retry_after(resp.headers.get("Retry-After"))
-            reset_at = _reset_at(delay)
-            error = RateLimited(
-                f"{subject}: hex.pm rate-limited GET {url} (429)"
-                + (f"; retry after {delay:g}s" if delay is not None else "; retry in a minute"),
-                reset_at=reset_at,
+            after = parse_retry_after(response.headers.get("Retry-After"))
+            wait = f"; retry after {after:g}s" if after is not None else "; retry in a minute"
+            limited = RateLimited(
+                f"{subject}: hex.pm rate-limited GET {url} (429){wait}", reset_at=reset_at(after)
             )
-            return _Retryable(error, delay)
-        if status >= 500:
-            return _Retryable(RemoteError(f"{subject}: GET {url} returned {status}"))
-        return RemoteError(f"{subject}: GET {url} returned {status} {resp.reason or ''}".rstrip())
+            return Retry(limited, after) if self.retry.retries(429) else limited
+        if self.retry.retries(status):
+            return Retry(RemoteError(f"{subject}: GET {url} returned {status}"))
+        reason = clip(response.reason or "", 80)
+        return RemoteError(f"{subject}: GET {url} returned {status} {reason}".rstrip())
+
+
+def _failure_error(request: _Request, failure: Failure, timeout_s: float) -> Exception:
+    """Every transport failure is worth another attempt, except a URL aiohttp refuses."""
+    subject, url = request.what, failure.url
+    if failure.kind == "timeout":
+        return Retry(RemoteError(f"{subject}: GET {url} timed out after {timeout_s:g}s"))
+    if failure.kind == "cut_short":
+        return Retry(RemoteError(f"{subject}: GET {url} was cut short ({failure.detail})"))
+    if failure.kind == "connect":
+        return Retry(RemoteError(f"{subject}: GET {url} failed: {failure.detail}"))
+    return RemoteError(f"{subject}: GET {url} failed: {failure.detail}")
 
 
 def _check_json_type(request: _Request, content_type: str) -> None:
-    mime = content_type.split(";", 1)[0].strip().lower()
+    mime = clip(content_type.split(";", 1)[0].strip().lower(), 80)
     if "json" not in mime:
         raise RemoteError(
-            f"{request.what}: GET {request.url} returned {mime or 'no content type'} instead of "
-            "JSON; HEX_API_URL should point at the Hex API (ending in /api), not a web page "
+            f"{request.what}: GET {request.shown} returned {mime or 'no content type'} instead "
+            "of JSON; HEX_API_URL should point at the Hex API (ending in /api), not a web page "
             "or a login portal"
         )
 
@@ -309,7 +261,7 @@ def _check_not_html(request: _Request, content_type: str) -> None:
     mime = content_type.split(";", 1)[0].strip().lower()
     if mime == "text/html":
         raise RemoteError(
-            f"{request.what}: GET {request.url} returned a web page (text/html) instead of a "
+            f"{request.what}: GET {request.shown} returned a web page (text/html) instead of a "
             "docs tarball; HEX_MIRROR should point at a Hex repository (like "
             "https://repo.hex.pm), not a web page or a login portal"
         )
@@ -321,72 +273,79 @@ def _decode(request: _Request, encoding: str, body: bytes) -> bytes:
     if not request.json or encoding in ("", "identity"):
         return body
     if encoding not in ("gzip", "deflate"):
-        raise RemoteError(f"{request.what}: GET {request.url} used unsupported encoding {encoding}")
+        raise RemoteError(
+            f"{request.what}: GET {request.shown} used unsupported encoding {clip(encoding, 40)}"
+        )
     inflater = zlib.decompressobj(wbits=47)  # 47 = 32 + 15: gzip or zlib header, auto-detected
     try:
         out = inflater.decompress(body, request.cap + 1)
     except zlib.error as exc:
-        raise RemoteError(f"{request.what}: GET {request.url} sent a corrupt body ({exc})") from exc
+        raise RemoteError(
+            f"{request.what}: GET {request.shown} sent a corrupt body ({exc})"
+        ) from None
     if len(out) > request.cap:
-        raise RemoteError(f"{request.what}: GET {request.url} inflates past {request.cap} bytes")
+        raise RemoteError(f"{request.what}: GET {request.shown} inflates past {request.cap} bytes")
     return out
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _reset_at(delay: float | None) -> str | None:
-    if delay is None:
-        return None
-    return (datetime.now(UTC) + timedelta(seconds=delay)).isoformat(timespec="seconds")
 
 
 # --------------------------------------------------------------------------- parsing
 
 
+# What a server-supplied name or version may look like before it is kept: anything else
+# (a 2 MB "version", a name with a newline) is dropped rather than echoed or stored.
+_SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,199}$")
+_SERVER_VERSION = re.compile(r"^[0-9A-Za-z.+-]{1,100}$")
+_MAX_LINK_CHARS = 2048
+_MAX_LINKS = 50  # real packages list a handful; messages may quote them all
+
+
 def parse_package_info(name: str, data: Any, url: str) -> HexPackageInfo:
-    """HexPackageInfo from the API's JSON. Raises RemoteError when the shape is wrong."""
+    """HexPackageInfo from the API's JSON (`url` as shown in messages). Raises RemoteError
+    when the shape is wrong; drops release versions and strings no real package has."""
     if not isinstance(data, dict) or not isinstance(data.get("releases"), list):
         raise RemoteError(
-            f"{name}: GET {url} returned JSON without a release list; is HEX_API_URL the Hex API?"
+            f"{clip(name)}: GET {url} returned JSON without a release list; is HEX_API_URL "
+            "the Hex API?"
         )
     releases = tuple(
         HexRelease(version=r["version"], has_docs=bool(r.get("has_docs", True)))
         for r in data["releases"]
-        if isinstance(r, dict) and isinstance(r.get("version"), str)
+        if isinstance(r, dict) and _is_version(r.get("version"))
     )
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
     raw_links = meta.get("links") if isinstance(meta, dict) else None
     links = (
-        {str(k): v for k, v in (raw_links or {}).items() if isinstance(v, str)}
+        {
+            clip(str(k), 100): v
+            for k, v in list((raw_links or {}).items())[:_MAX_LINKS]
+            if isinstance(v, str) and len(v) <= _MAX_LINK_CHARS
+        }
         if isinstance(raw_links, dict)
         else {}
     )
+    server_name = data.get("name")
     return HexPackageInfo(
-        name=data["name"] if isinstance(data.get("name"), str) else name,
+        name=server_name
+        if isinstance(server_name, str) and _SERVER_NAME.match(server_name)
+        else name,
         releases=releases,
-        latest_version=_opt_str(data.get("latest_version")),
-        latest_stable_version=_opt_str(data.get("latest_stable_version")),
-        docs_html_url=_opt_str(data.get("docs_html_url")),
+        latest_version=_opt_version(data.get("latest_version")),
+        latest_stable_version=_opt_version(data.get("latest_stable_version")),
+        docs_html_url=_opt_link(data.get("docs_html_url")),
         links=links,
     )
 
 
-def _opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _is_version(value: Any) -> bool:
+    return isinstance(value, str) and bool(_SERVER_VERSION.match(value))
+
+
+def _opt_version(value: Any) -> str | None:
+    return value if _is_version(value) else None
+
+
+def _opt_link(value: Any) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= _MAX_LINK_CHARS else None
 
 
 # Link labels packages use for their source repository, most telling first.

@@ -1,14 +1,17 @@
 """OpenAI-compatible cloud models: `/embeddings` and `/chat/completions` over aiohttp.
 
 Works with any server speaking that API (Mistral by default, OpenAI, a local llama.cpp).
-429 and 5xx answers are retried with exponential backoff that honours `Retry-After`; a
-400 saying the batch has too many tokens splits the batch in two and retries the halves.
-Any final failure fails the whole call with RemoteError: an ingest never stores a partial
-set of vectors. Every HTTP attempt records a UsageEvent (tokens from the response's
-`usage`; 0 tokens and success=False on failure).
+The HTTP policy is `adapters.http`'s: 429 and 5xx answers are retried with exponential
+backoff that honours a short `Retry-After`. This module adds what is the API's own: a 400
+saying the batch has too many tokens splits the batch in two and retries the halves; any
+final failure fails the whole call with RemoteError (an ingest never stores a partial set
+of vectors). Every HTTP attempt records a UsageEvent (tokens from the response's `usage`;
+0 tokens and success=False on failure).
 
-The API key is read from `Secret.reveal()` only to build the Authorization header; it is
-scrubbed from any text that could reach a log, an exception or a repr.
+The API key is read from `Secret.reveal()` only to build the Authorization header of each
+request; it, and any credentials in AI_API_URL, are scrubbed from every text that could
+reach a log, an exception, a repr or the database. A `model` the server names is untrusted:
+it is kept only when it looks like a model id (`redact.valid_model_name`).
 """
 
 from __future__ import annotations
@@ -16,66 +19,45 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import re
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
-from attrs import field, frozen, validators
 
+from hexlocal_core.adapters.http import (
+    Failure,
+    HttpClient,
+    Retry,
+    RetryPolicy,
+    TooLarge,
+    join_url,
+    parse_retry_after,
+    read_body,
+    read_error_text,
+    reset_at,
+)
 from hexlocal_core.config import Secret, Settings
 from hexlocal_core.errors import RateLimited, RemoteError
 from hexlocal_core.model import ChatReply, UsageEvent
-from hexlocal_core.ports import UsageSink, Vectors
+from hexlocal_core.ports import NoLifecycle, UsageSink, Vectors
+from hexlocal_core.redact import clip, excerpt, redact_url, scrub, url_secrets, valid_model_name
 
 if TYPE_CHECKING:
     import aiohttp
 
+__all__ = ["DEFAULT_RETRY", "OpenAIChat", "OpenAIEmbedder", "RetryPolicy"]
+
 log = logging.getLogger("hexlocal.adapters.openai_api")
 
+# Five tries over about 7.5 s of backoff; a Retry-After up to 30 s is waited for.
+DEFAULT_RETRY = RetryPolicy(attempts=5, base_s=0.5, cap_s=30.0, max_retry_after_s=30.0)
+MAX_ANSWER_BYTES = 256 * 1024 * 1024  # 200 texts x 3072 dims as JSON is about 15 MB
 _TOKEN_LIMIT_HINTS = ("too many tokens", "context length", "context_length", "maximum context")
-
-
-@frozen
-class RetryPolicy:
-    """How failed requests are retried. Tests inject a tiny base and a recording sleep."""
-
-    attempts: int = field(default=5, validator=validators.ge(1))  # tries, the first included
-    base_s: float = 0.5  # first backoff; doubles on each retry
-    cap_s: float = 30.0  # the longest single wait, Retry-After included
-    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False)
-
-    def wait_s(self, retry: int, retry_after: float | None) -> float:
-        """Seconds to wait before retry number `retry` (0-based)."""
-        if retry_after is not None:
-            return min(self.cap_s, max(0.0, retry_after))
-        return min(self.cap_s, self.base_s * 2.0**retry)
 
 
 class _TokenLimit(RemoteError):
     """A 400 saying the request holds too many tokens; embed() bisects on it."""
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """`Retry-After` as seconds from now: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def _is_token_limit(status: int, body: str) -> bool:
@@ -83,47 +65,32 @@ def _is_token_limit(status: int, body: str) -> bool:
     return status == 400 and any(hint in lowered for hint in _TOKEN_LIMIT_HINTS)
 
 
-@frozen
-class _Reply:
-    status: int
-    body: str
-    retry_after: float | None
-
-
 class _Api:
-    """The HTTP core shared by the embedder and the chat model: auth, retries, errors, usage."""
+    """What the embedder and the chat model share: auth, the HTTP client, errors, usage."""
 
     def __init__(
         self, settings: Settings, usage: UsageSink | None, retry: RetryPolicy, kind: str
     ) -> None:
-        self.base_url = _without_credentials(settings.ai_api_url.rstrip("/"))
-        self._url = settings.ai_api_url.rstrip("/")
+        self._url = settings.ai_api_url.rstrip("/")  # requests go here (may hold credentials)
+        self.base_url = redact_url(self._url)  # messages and reprs show this
         self._key: Secret = settings.ai_api_key
-        self._timeout_s = settings.http_timeout_s
+        self.secrets = (self._key.reveal(), *url_secrets(self._url))
         self._usage = usage
         self._retry = retry
         self._kind = kind
-
-    def session(self, connections: int) -> aiohttp.ClientSession:
-        import aiohttp
-
-        # One session per call: the ports have no close hook, and a session must not
-        # outlive the event loop it was made in.
-        return aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self._timeout_s),
-            connector=aiohttp.TCPConnector(limit=connections),
-            headers=self._headers(),
+        self._warned_model = False
+        self.http = HttpClient(
+            timeout_s=settings.http_timeout_s,
+            headers={"User-Agent": "hexlocal"},
+            secrets=self.secrets,
         )
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "User-Agent": "hexlocal"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key.reveal()}"
-        return headers
+        # Per request, never the session's defaults: a session's repr must not hold the key.
+        return {"Authorization": f"Bearer {self._key.reveal()}"} if self._key else {}
 
     def scrub(self, text: str) -> str:
-        secret = self._key.reveal()
-        return text.replace(secret, "****") if secret else text
+        return self.http.scrub(text)
 
     def record(self, model: str, prompt: int, completion: int, *, success: bool) -> None:
         if self._usage is not None:
@@ -131,109 +98,127 @@ class _Api:
                 UsageEvent(model, self._kind, prompt, completion, success=success, local=False)
             )
 
-    async def post(
-        self, session: aiohttp.ClientSession, path: str, body: Mapping[str, Any], model: str
-    ) -> dict[str, Any]:
+    def answered_model(self, answered: Any, configured: str) -> str:
+        """The model the server says answered, when it is a plausible id; else `configured`.
+
+        The field is the server's to fill: a proxy echoing the request's headers would put
+        the key here, and from here into the index and the usage table.
+        """
+        if answered is None or answered == "":
+            return configured
+        if valid_model_name(answered, self.secrets):
+            return str(answered)
+        if not self._warned_model:
+            self._warned_model = True
+            shape = f"{len(answered)} characters" if isinstance(answered, str) else "not text"
+            log.warning(
+                "the API at %s named an invalid model (%s); using the configured %r",
+                self.base_url,
+                shape,
+                configured,
+            )
+        return configured
+
+    async def post(self, path: str, body: Mapping[str, Any], model: str) -> dict[str, Any]:
         """POST with retries; the parsed JSON body of the first 2xx answer.
 
         Each failed attempt records a failed UsageEvent under `model`; the caller records
         the success, whose token counts only it can read.
         """
-        url = f"{self.base_url}{path}"  # for messages; requests go to self._url
-        last, reply = f"POST {url} was not attempted", None
-        for retry in range(self._retry.attempts):
-            reply = await self._attempt(session, f"{self._url}{path}", url, body, model)
-            if reply is None:  # connection refused or reset: worth another try
-                last = f"cannot connect to {url}"
-            elif 200 <= reply.status < 300:
-                return self.parsed(url, reply.body, model)
-            else:
-                self.record(model, 0, 0, success=False)
-                last = self._check_retryable(url, reply)
-            if retry + 1 < self._retry.attempts:
-                wait = self._retry.wait_s(retry, reply.retry_after if reply else None)
-                log.warning("%s; retry %d in %.2fs", last, retry + 1, wait)
-                await self._retry.sleep(wait)
-        raise self._final_error(last, reply)
+        url = join_url(self._url, path)
+        shown = clip(redact_url(url), 500)
 
-    async def _attempt(
-        self,
-        session: aiohttp.ClientSession,
-        target: str,
-        url: str,
-        body: Mapping[str, Any],
-        model: str,
-    ) -> _Reply | None:
-        import aiohttp
-
-        started = time.monotonic()
-        try:
-            async with session.post(target, json=body) as resp:
-                text = await resp.text()
-                return _Reply(resp.status, text, parse_retry_after(resp.headers.get("Retry-After")))
-        except TimeoutError:
+        async def handle(response: aiohttp.ClientResponse) -> dict[str, Any]:
+            if 200 <= response.status < 300:
+                try:
+                    raw = await read_body(response, MAX_ANSWER_BYTES)
+                except TooLarge:
+                    self.record(model, 0, 0, success=False)
+                    raise RemoteError(
+                        f"POST {shown} answered more than {MAX_ANSWER_BYTES} bytes"
+                    ) from None
+                return self.parsed(shown, raw, model)
+            text = await read_error_text(response)
             self.record(model, 0, 0, success=False)
-            elapsed = time.monotonic() - started
-            raise RemoteError(
-                f"POST {url} timed out after {elapsed:.1f}s (HEXLOCAL_HTTP_TIMEOUT_S="
-                f"{self._timeout_s:g}); the API is slow or unreachable"
-            ) from None
-        except aiohttp.ClientError as exc:
+            after = parse_retry_after(response.headers.get("Retry-After"))
+            raise self._status_error(shown, response.status, text, after)
+
+        def on_failure(failure: Failure) -> Exception:
             self.record(model, 0, 0, success=False)
-            log.warning("POST %s failed: %s", url, self.scrub(type(exc).__name__))
-            return None
+            if failure.kind == "timeout":
+                return RemoteError(
+                    f"POST {shown} timed out after {failure.elapsed_s:.1f}s "
+                    f"(HEXLOCAL_HTTP_TIMEOUT_S={self.http.timeout_s:g}); the API is slow or "
+                    "unreachable"
+                )
+            if failure.kind == "connect":
+                return Retry(RemoteError(f"cannot connect to {shown} ({failure.detail})"))
+            if failure.kind == "cut_short":
+                return Retry(RemoteError(f"POST {shown} was cut short ({failure.detail})"))
+            return RemoteError(f"POST {shown} failed: {failure.detail}")
 
-    def _check_retryable(self, url: str, reply: _Reply) -> str:
-        """A description of a retryable failure; raises at once for the others."""
-        excerpt = self.scrub(reply.body[:300])
-        if reply.status == 429 or reply.status >= 500:
-            return f"POST {url} answered {reply.status}"
-        if _is_token_limit(reply.status, reply.body):
-            raise _TokenLimit(f"POST {url} answered 400 (too many tokens): {excerpt}")
-        hint = " (check AI_API_KEY)" if reply.status in (401, 403) else ""
-        raise RemoteError(f"POST {url} answered {reply.status}{hint}: {excerpt}")
+        return await self.http.request(
+            "POST",
+            url,
+            policy=self._retry,
+            handle=handle,
+            on_failure=on_failure,
+            headers=self._headers(),
+            json=body,
+        )
 
-    def _final_error(self, last: str, reply: _Reply | None) -> RemoteError:
-        message = f"{last}; gave up after {self._retry.attempts} attempts"
-        if reply is not None and reply.status == 429:
-            reset = None
-            if reply.retry_after is not None:
-                reset = (datetime.now(UTC) + timedelta(seconds=reply.retry_after)).isoformat()
-            return RateLimited(f"{message} (rate limited)", reset_at=reset)
-        return RemoteError(message)
+    def _status_error(self, shown: str, status: int, body: str, after: float | None) -> Exception:
+        """The error for a non-2xx answer; a Retry when the policy retries its status."""
+        if status == 429:
+            limited = RateLimited(
+                f"POST {shown} answered 429 (rate limited)", reset_at=reset_at(after)
+            )
+            return Retry(limited, after) if self._retry.retries(429) else limited
+        if self._retry.retries(status):
+            return Retry(RemoteError(f"POST {shown} answered {status}"), after)
+        quoted = excerpt(body, self.secrets)
+        if _is_token_limit(status, body):
+            return _TokenLimit(f"POST {shown} answered 400 (too many tokens): {quoted}")
+        hint = " (check AI_API_KEY)" if status in (401, 403) else ""
+        return RemoteError(f"POST {shown} answered {status}{hint}: {quoted}")
 
-    def parsed(self, url: str, body: str, model: str) -> dict[str, Any]:
+    def parsed(self, shown: str, body: bytes, model: str) -> dict[str, Any]:
         try:
             parsed = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if not isinstance(parsed, dict):
             self.record(model, 0, 0, success=False)
-            raise RemoteError(f"POST {url} answered with a body that is not a JSON object")
+            raise RemoteError(f"POST {shown} answered with a body that is not a JSON object")
         return parsed
 
-
-def _without_credentials(url: str) -> str:
-    """The URL as shown in messages: no user:password@, no query (either may hold a key)."""
-    parts = urlsplit(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+    def malformed(self, what: str, exc: BaseException) -> RemoteError:
+        """An error for an answer of the wrong shape; its detail is server text, scrubbed."""
+        return RemoteError(f"{what} is malformed ({clip(scrub(repr(exc), self.secrets))})")
 
 
 def _usage_tokens(payload: Mapping[str, Any]) -> tuple[int, int]:
     usage = payload.get("usage")
     if not isinstance(usage, Mapping):
         return 0, 0
-    prompt = usage.get("prompt_tokens", usage.get("total_tokens", 0))
-    completion = usage.get("completion_tokens", 0)
-    return (int(prompt or 0), int(completion or 0))
+    prompt = _count(usage.get("prompt_tokens", usage.get("total_tokens", 0)))
+    return prompt, _count(usage.get("completion_tokens", 0))
+
+
+def _count(value: Any) -> int:
+    """A token count from the server: a sane non-negative int, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if value != value or not 0 <= value < 2**53:  # NaN, negative, absurd
+        return 0
+    return int(value)
 
 
 # --- embeddings -------------------------------------------------------------------------
 
 
-class OpenAIEmbedder:
-    """Implements `ports.Embedder` against `{AI_API_URL}/embeddings`.
+class OpenAIEmbedder(NoLifecycle):
+    """Implements `ports.Embedder` (and `Resource`) against `{AI_API_URL}/embeddings`.
 
     The model name and the dimensions are what the API answers, known after the first
     call (`probe()` makes one): until then `dims` is 0 and `model_id` the configured name.
@@ -247,7 +232,7 @@ class OpenAIEmbedder:
         retry: RetryPolicy | None = None,
         model: str | None = None,
     ) -> None:
-        self._api = _Api(settings, usage, retry or RetryPolicy(), "embed")
+        self._api = _Api(settings, usage, retry or DEFAULT_RETRY, "embed")
         self._model = model or settings.ai_embed_model
         self._batch_size = settings.embed_batch_size
         self._concurrency = settings.embed_concurrency
@@ -261,6 +246,9 @@ class OpenAIEmbedder:
     @property
     def model_id(self) -> str:
         return self._answered_model or self._model
+
+    async def aclose(self) -> None:
+        await self._api.http.aclose()
 
     @property
     def dims(self) -> int:
@@ -279,20 +267,15 @@ class OpenAIEmbedder:
         items = list(texts)
         batches = [items[i : i + self._batch_size] for i in range(0, len(items), self._batch_size)]
         slots = _Slots(self._concurrency)
-        async with self._api.session(self._concurrency) as session:
-            parts = await _all_or_nothing(
-                [self._embed_batch(session, slots, batch) for batch in batches]
-            )
+        parts = await _all_or_nothing([self._embed_batch(slots, batch) for batch in batches])
         return np.vstack([row for part in parts for row in part]).astype(np.float32)
 
-    async def _embed_batch(
-        self, session: aiohttp.ClientSession, slots: _Slots, texts: list[str]
-    ) -> list[Vectors]:
+    async def _embed_batch(self, slots: _Slots, texts: list[str]) -> list[Vectors]:
         async with slots.semaphore:
             if slots.failed:  # another batch failed: the call is lost, send nothing more
                 raise RemoteError("cancelled after another batch failed")
             try:
-                vectors: Vectors | None = await self._request(session, texts)
+                vectors: Vectors | None = await self._request(texts)
             except _TokenLimit:
                 if len(texts) == 1:
                     slots.failed = True
@@ -311,13 +294,13 @@ class OpenAIEmbedder:
         # Outside the slot, so each half waits for a slot of its own.
         middle = len(texts) // 2
         log.info("the API refused %d texts as too many tokens; splitting", len(texts))
-        left = await self._embed_batch(session, slots, texts[:middle])
-        right = await self._embed_batch(session, slots, texts[middle:])
+        left = await self._embed_batch(slots, texts[:middle])
+        right = await self._embed_batch(slots, texts[middle:])
         return left + right
 
-    async def _request(self, session: aiohttp.ClientSession, texts: list[str]) -> Vectors:
+    async def _request(self, texts: list[str]) -> Vectors:
         body = {"model": self._model, "input": texts}
-        payload = await self._api.post(session, "/embeddings", body, self.model_id)
+        payload = await self._api.post("/embeddings", body, self.model_id)
         try:
             vectors = self._vectors(payload, len(texts))
         except RemoteError:
@@ -331,11 +314,13 @@ class OpenAIEmbedder:
         try:
             data = sorted(payload["data"], key=lambda d: int(d.get("index", 0)))
             rows = np.array([d["embedding"] for d in data], dtype=np.float32)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise RemoteError(f"the embeddings answer is malformed ({exc!r})") from None
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            raise self._api.malformed("the embeddings answer", exc) from None
         if rows.ndim != 2 or rows.shape[0] != expected or rows.shape[1] == 0:
             raise RemoteError(f"the embeddings answer has shape {rows.shape} for {expected} texts")
-        self._learn(str(payload.get("model") or self._model), rows.shape[1])
+        if not np.isfinite(rows).all():
+            raise RemoteError("the embeddings answer holds values that are not finite numbers")
+        self._learn(self._api.answered_model(payload.get("model"), self._model), rows.shape[1])
         norms = np.linalg.norm(rows, axis=1, keepdims=True)
         normalised: Vectors = (rows / np.clip(norms, 1e-12, None)).astype(np.float32)
         return normalised
@@ -371,8 +356,8 @@ async def _all_or_nothing(jobs: list[Awaitable[list[Vectors]]]) -> list[list[Vec
 # --- chat -------------------------------------------------------------------------------
 
 
-class OpenAIChat:
-    """Implements `ports.ChatModel` against `{AI_API_URL}/chat/completions`."""
+class OpenAIChat(NoLifecycle):
+    """Implements `ports.ChatModel` (and `Resource`) against `{AI_API_URL}/chat/completions`."""
 
     def __init__(
         self,
@@ -382,7 +367,7 @@ class OpenAIChat:
         retry: RetryPolicy | None = None,
         temperature: float | None = 0.0,
     ) -> None:
-        self._api = _Api(settings, usage, retry or RetryPolicy(), "chat")
+        self._api = _Api(settings, usage, retry or DEFAULT_RETRY, "chat")
         self._small = settings.ai_chat_model_small
         self._large = settings.ai_chat_model_large
         self._temperature = temperature
@@ -396,6 +381,9 @@ class OpenAIChat:
     def model_id(self) -> str:
         return self._small
 
+    async def aclose(self) -> None:
+        await self._api.http.aclose()
+
     async def complete(
         self,
         messages: Sequence[Mapping[str, str]],
@@ -405,8 +393,7 @@ class OpenAIChat:
     ) -> ChatReply:
         model = self._large if large else self._small
         body = self._body(model, messages, json_schema)
-        async with self._api.session(1) as session:
-            payload = await self._api.post(session, "/chat/completions", body, model)
+        payload = await self._api.post("/chat/completions", body, model)
         try:
             text = _message_text(payload)
         except RemoteError:
@@ -416,7 +403,9 @@ class OpenAIChat:
         # Usage goes under the configured name (a stable key for accounting); the reply
         # names the model that actually answered.
         self._api.record(model, prompt, completion, success=True)
-        return ChatReply(text, str(payload.get("model") or model), prompt, completion)
+        return ChatReply(
+            text, self._api.answered_model(payload.get("model"), model), prompt, completion
+        )
 
     def _body(
         self,

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from aiohttp import web
 from attrs import define, field, frozen
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # imported lazily: the standalone server needs none of hexloc
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CORPUS = Path(os.environ.get("HEXLOCAL_SHARED", REPO_ROOT.parent / "shared")) / "corpus"
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,200}$")  # longer names: 404, not OSError
 _DOCS_FILE = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)-(?P<version>[0-9][0-9A-Za-z.+-]*)\.tar\.gz$")
 _NOT_FOUND = {"status": 404, "message": "Page not found"}
 
@@ -275,12 +276,23 @@ def settings_for(fake: FakeHex, tmp_path: Path, **overrides: Any) -> Settings:
     return Settings.from_env(env, **overrides)
 
 
-def client_for(settings: Settings, **options: Any) -> HexClient:
-    """A HexClient with test-friendly retry timing (any option can be overridden)."""
+def client_for(
+    settings: Settings,
+    *,
+    attempts: int = 3,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+    **options: Any,
+) -> HexClient:
+    """A HexClient with test-friendly retry timing: millisecond backoff, Retry-After up to
+    2 s honoured, and `sleep` (a recorder, say) instead of asyncio.sleep when given. Other
+    options go to HexClient as they are (`retry=` replaces the whole policy)."""
     from hexlocal_core.adapters.hex import HexClient
+    from hexlocal_core.adapters.http import RetryPolicy
 
-    options.setdefault("backoff_base_s", FAST_BACKOFF_S)
-    options.setdefault("max_retry_after_s", 2.0)
+    policy = RetryPolicy(attempts=attempts, base_s=FAST_BACKOFF_S, max_retry_after_s=2.0)
+    if sleep is not None:
+        policy = attrs.evolve(policy, sleep=sleep)
+    options.setdefault("retry", policy)
     return HexClient(settings, **options)
 
 

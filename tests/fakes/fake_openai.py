@@ -57,12 +57,14 @@ class Recorded:
 @frozen
 class Scripted:
     """One scripted answer after `delay` seconds: `status` with `body` (an error body by
-    default), or, for a 200 without a body, the normal answer arriving late."""
+    default) or `raw` (sent byte for byte as JSON, to control its escapes), or, for a 200
+    with neither, the normal answer arriving late."""
 
     status: int
     retry_after: str | None = None
     delay: float = 0.0
     body: Any = None
+    raw: str | None = None
 
 
 @define
@@ -72,6 +74,10 @@ class FakeOpenAI(AsyncServerContext):
     latency: float = 0.0  # every embeddings request takes this long (to build concurrency)
     max_inputs: int | None = None  # a batch with more inputs answers 400 too many tokens
     max_tokens: int | None = None  # likewise for summed count_tokens
+    # A hostile or broken server: answers name as their `model` the request's own
+    # Authorization header (the key), or this string when set.
+    echo_authorization: bool = False
+    answer_model: str | None = None
     host: str = "127.0.0.1"
     requests: list[Recorded] = field(factory=list)
     chat_replies: list[str] = field(factory=list)
@@ -124,7 +130,7 @@ class FakeOpenAI(AsyncServerContext):
             scripted = self._next_scripted(request.path.removeprefix("/v1/"))
             if scripted is not None:
                 await asyncio.sleep(scripted.delay)
-                if scripted.status != 200 or scripted.body is not None:
+                if scripted.status != 200 or scripted.body is not None or scripted.raw:
                     return self._scripted(scripted)
             response: web.StreamResponse = await handler(request)
             return response
@@ -140,6 +146,13 @@ class FakeOpenAI(AsyncServerContext):
 
     def _scripted(self, scripted: Scripted) -> web.Response:
         headers = {"Retry-After": scripted.retry_after} if scripted.retry_after else {}
+        if scripted.raw is not None:
+            return web.Response(
+                text=scripted.raw,
+                status=scripted.status,
+                headers=headers,
+                content_type="application/json",
+            )
         body = scripted.body or {"error": {"message": "injected fault", "code": scripted.status}}
         return web.json_response(body, status=scripted.status, headers=headers)
 
@@ -159,9 +172,13 @@ class FakeOpenAI(AsyncServerContext):
         ]
         data.reverse()  # the API does not promise order; clients must sort by index
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return web.json_response(
-            {"object": "list", "model": self.model, "data": data, "usage": usage}
-        )
+        model = self._answered_model(request, self.model)
+        return web.json_response({"object": "list", "model": model, "data": data, "usage": usage})
+
+    def _answered_model(self, request: web.Request, model: Any) -> Any:
+        if self.echo_authorization:
+            return request.headers.get("Authorization", "")
+        return self.answer_model if self.answer_model is not None else model
 
     def _too_large(self, inputs: int, tokens: int) -> bool:
         return (self.max_inputs is not None and inputs > self.max_inputs) or (
@@ -181,5 +198,6 @@ class FakeOpenAI(AsyncServerContext):
             "message": {"role": "assistant", "content": content},
             "finish_reason": "stop",
         }
-        answer = {"object": "chat.completion", "model": body.get("model"), "choices": [choice]}
+        model = self._answered_model(request, body.get("model"))
+        answer = {"object": "chat.completion", "model": model, "choices": [choice]}
         return web.json_response({**answer, "usage": usage})

@@ -26,7 +26,8 @@ from fastmcp.client.client import CallToolResult
 from mcp_types import TextContent
 
 from hexlocal_core.adapters.github import GitHubIssues
-from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder, RetryPolicy
+from hexlocal_core.adapters.http import RetryPolicy
+from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder
 from hexlocal_core.config import Settings
 from hexlocal_core.ports import Embedder
 from hexlocal_core.service import Hexlocal, build
@@ -84,8 +85,8 @@ def factory(settings: Settings, *, cloud: bool) -> Callable[[], Hexlocal]:
             embedder=embedder,
             reranker=None,
             chat=OpenAIChat(settings, retry=FAST) if cloud else None,
-            registry=client_for(settings, max_attempts=2),
-            issues=GitHubIssues(settings, retry_delay_s=0.01),
+            registry=client_for(settings, attempts=2),
+            issues=GitHubIssues(settings, retry=FAST),
             load_models=False,
         )
 
@@ -148,6 +149,27 @@ async def cloud_rig(
         yield r
 
 
+# Attempts one failing call makes under FAST (two tries): each adapter retries what its
+# policy calls transient. A search is interactive, so GitHub retries only 429 and 5xx; the
+# AI API does not repeat a timeout (a slow model is not helped by asking again).
+ATTEMPTS = {
+    "hex": {"timeout": 2, "reset": 2, "429": 2, "500": 2, "truncated": 2, "content_type": 1},
+    "github": {"timeout": 1, "reset": 1, "429": 2, "500": 2, "truncated": 1, "content_type": 1},
+    "ai": {"timeout": 1, "reset": 2, "429": 2, "500": 2, "truncated": 2, "content_type": 1},
+}
+
+
+def assert_attempts(proxy: FaultProxy, remote: str, fault: str, calls: int = 1) -> None:
+    """The faulted requests the proxy saw: the retries really happened (or really did not)."""
+    expected = ATTEMPTS[remote][fault] * calls
+    seen = len(proxy.hits)
+    if fault == "reset" and remote != "ai":
+        # aiohttp itself resends a GET once after a dropped connection (RFC 9112 9.3.1).
+        assert expected <= seen <= 2 * expected, proxy.hits
+    else:
+        assert seen == expected, proxy.hits
+
+
 def assert_clear_error(result: CallToolResult, *names: str) -> str:
     """An error result that names what failed (a URL, a package) and leaks no internals."""
     text = text_of(result)
@@ -166,6 +188,7 @@ async def test_hex_api_fault(rig: Rig, fault: str) -> None:
     rig.hex_proxy.inject("/api/packages/*", fault)
     failed = await rig.call("search_docs", package="jason", query="decode")
     assert_clear_error(failed, f"{rig.hex_proxy.url}/api/packages/jason")
+    assert_attempts(rig.hex_proxy, "hex", fault)
     assert rig.digest() == before
     rig.clear()
     ok = await rig.call("search_docs", package="jason", query="decode")
@@ -180,6 +203,7 @@ async def test_docs_tarball_fault(rig: Rig, fault: str) -> None:
     rig.hex_proxy.inject("/repo/docs/*", fault)
     failed = await rig.call("search_docs", package="jason", query="decode", version="1.4.4")
     assert_clear_error(failed, "/repo/docs/jason-1.4.4.tar.gz")
+    assert_attempts(rig.hex_proxy, "hex", fault)
     assert rig.digest() == before
     rig.clear()
     ok = await rig.call("search_docs", package="jason", query="decode", version="1.4.4")
@@ -197,6 +221,7 @@ async def test_github_fault(rig: Rig, fault: str) -> None:
     args = {"query": "session not found", "repo": "zoedsoupe/anubis-mcp"}
     failed = await rig.call("search_github_issues", **args)
     assert_clear_error(failed, rig.gh_proxy.url, "GitHub")
+    assert_attempts(rig.gh_proxy, "github", fault)
     assert rig.digest() == before
     rig.clear()
     ok = await rig.call("search_github_issues", **args)
@@ -214,6 +239,7 @@ async def test_embeddings_fault(cloud_rig: Rig, fault: str) -> None:
     rig.ai_proxy.inject("/v1/embeddings", fault)
     failed = await rig.call("search_docs", **args)  # the ingest needs embeddings
     assert_clear_error(failed, f"{rig.ai_proxy.url}/v1/embeddings")
+    assert_attempts(rig.ai_proxy, "ai", fault)
     assert AI_KEY not in text_of(failed)
     assert rig.digest() == before
     rig.clear()
@@ -226,6 +252,7 @@ async def test_embeddings_fault(cloud_rig: Rig, fault: str) -> None:
     assert not degraded.is_error and degraded.structured_content is not None
     data = degraded.structured_content
     assert data["results"] and data["notices"], data
+    assert_attempts(rig.ai_proxy, "ai", fault, calls=2)
     assert AI_KEY not in text_of(degraded)
     assert consistency(rig.db) == []
 
@@ -242,6 +269,7 @@ async def test_chat_fault(cloud_rig: Rig, fault: str) -> None:
     # The text is never lost: kept uncurated, and the reason names the failed call.
     assert status["curated"] is False and "curation model failed" in status["reason"]
     assert f"{rig.ai_proxy.url}/v1/chat/completions" in status["reason"], status
+    assert_attempts(rig.ai_proxy, "ai", fault)
     assert AI_KEY not in str(status)
     rig.clear()
     rig.ai.reply('{"action": "create", "target_id": null, "text": null, "reason": "new"}')

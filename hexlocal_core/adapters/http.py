@@ -1,0 +1,378 @@
+"""The one HTTP layer under the remote adapters (hex.pm, the AI API, GitHub).
+
+    RetryPolicy         attempts, backoff, which statuses are worth another try, and the
+                        longest Retry-After honoured (a longer one gives up at once)
+    parse_retry_after   the one Retry-After reader: delta-seconds or an HTTP date, bounded
+    HttpClient          one lazy aiohttp session per adapter, `aclose()` idempotent, and
+                        `request()`: the attempts, the waits, the logging, the give-up
+    Retry               what an adapter raises for "this attempt failed, another may not"
+    Failure             a transport failure (timeout, connection, cut short) to put in words
+
+An adapter supplies only what is its own: `handle(response)` turns an answer into its value
+or raises its error (wrapped in `Retry` when its policy retries that status), and
+`on_failure(failure)` names a transport failure in its words (a `Retry` when worth another
+try). Every URL this module shows is redacted, and transport errors are never chained:
+aiohttp's exceptions carry the request's URL and headers. aiohttp is imported when a session
+is first needed, so importing an adapter stays cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from attrs import field, frozen, validators
+
+from hexlocal_core.errors import HexlocalError
+from hexlocal_core.redact import clip, redact_url, redact_urls, scrub
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = [
+    "DEFAULT_RETRY_STATUSES",
+    "Failure",
+    "HttpClient",
+    "Retry",
+    "RetryPolicy",
+    "TooLarge",
+    "Truncated",
+    "join_url",
+    "parse_retry_after",
+    "read_capped",
+    "read_error_text",
+    "reset_at",
+]
+
+T = TypeVar("T")
+log = logging.getLogger("hexlocal.http")
+
+# Statuses that say "not now" rather than "no": timeouts, rate limits, overloaded servers.
+DEFAULT_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+RETRY_AFTER_BOUND_S = 86_400.0  # a Retry-After past a day is read as a day (no overflow)
+ERROR_BODY_BYTES = 64 * 1024  # what is read of an error answer: enough for any message
+CHUNK_BYTES = 64 * 1024
+
+
+@frozen
+class RetryPolicy:
+    """How one adapter retries. Tests inject a tiny base and a recording `sleep`."""
+
+    attempts: int = field(default=3, validator=validators.ge(1))  # tries, the first included
+    base_s: float = field(default=0.5, validator=validators.ge(0))  # first backoff; doubles
+    cap_s: float = field(default=30.0, validator=validators.ge(0))  # longest backoff
+    # A server asking for a longer wait than this is not waited for: the call fails at once
+    # with the time it named, instead of sleeping through a user's request.
+    max_retry_after_s: float = field(default=20.0, validator=validators.ge(0))
+    statuses: frozenset[int] = DEFAULT_RETRY_STATUSES
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False, eq=False)
+
+    def retries(self, status: int) -> bool:
+        """Whether an answer with `status` is worth another attempt."""
+        return status in self.statuses
+
+    def wait_s(self, attempt: int, after_s: float | None) -> float | None:
+        """Seconds to wait after failed attempt number `attempt` (1-based), given the
+        server's Retry-After (`after_s`), or None when it asks for too long a wait."""
+        if after_s is not None:
+            return after_s if after_s <= self.max_retry_after_s else None
+        return float(min(self.cap_s, self.base_s * 2.0 ** (attempt - 1)))
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds from `now` that a `Retry-After` header asks for, or None when it says nothing.
+
+    Delta-seconds ("120", leniently "0.5") or an HTTP date; a date in the past is 0. Garbage,
+    negative or non-finite values are None; anything past a day is a day.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text or len(text) > 64:  # no valid header is longer; a 5000-digit one is garbage
+        return None
+    if text[0].isdigit():
+        try:
+            seconds = float(text)
+        except ValueError:
+            return None
+    else:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return min(max(0.0, seconds), RETRY_AFTER_BOUND_S)
+
+
+def reset_at(after_s: float | None, *, now: datetime | None = None) -> str | None:
+    """When a wait of `after_s` seconds ends, as ISO UTC ("2025-01-31T12:00:00Z")."""
+    if after_s is None:
+        return None
+    when = (now or datetime.now(UTC)) + timedelta(seconds=min(after_s, RETRY_AFTER_BOUND_S))
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def join_url(base: str, path: str) -> str:
+    """`path` appended to the path of `base`, keeping its query: a mirror configured as
+    "https://host/repo?token=t" serves "https://host/repo/docs/x.tar.gz?token=t"."""
+    try:
+        parts = urlsplit(base)
+    except ValueError:
+        return base + path
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
+
+
+class Retry(Exception):
+    """An attempt failed in a way the next may not; `after_s` is the server's Retry-After."""
+
+    def __init__(self, error: Exception, after_s: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.after_s = after_s
+
+
+FailureKind = Literal["timeout", "connect", "cut_short", "other"]
+
+
+@frozen
+class Failure:
+    """A request that got no usable answer. `detail` is scrubbed and URL-redacted."""
+
+    kind: FailureKind
+    url: str  # redacted, for messages
+    detail: str
+    elapsed_s: float
+
+
+class TooLarge(Exception):
+    """A body outgrew its cap (the adapter turns it into an error naming the URL)."""
+
+    def __init__(self, size: int | None) -> None:
+        super().__init__(size)
+        self.size = size  # the announced size, or None when the stream went past the cap
+
+
+class Truncated(Exception):
+    """Fewer bytes arrived than Content-Length announced."""
+
+
+async def read_capped(
+    chunks: AsyncIterable[bytes], cap: int, announced: int | None = None
+) -> bytes:
+    """Collects a streamed body, refusing before it holds more than `cap` bytes.
+
+    Raises TooLarge as soon as the announced length or the running total exceeds the cap,
+    so an oversized download is abandoned after at most one chunk past the limit.
+    """
+    if announced is not None and announced > cap:
+        raise TooLarge(announced)
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > cap:
+            raise TooLarge(None)
+    if announced is not None and len(body) != announced:
+        raise Truncated(f"{len(body)} of {announced} bytes")
+    return bytes(body)
+
+
+async def read_body(response: aiohttp.ClientResponse, cap: int) -> bytes:
+    """The whole body of `response`, at most `cap` bytes (TooLarge past it)."""
+    encoding = response.headers.get("Content-Encoding", "").strip().lower()
+    # Content-Length counts the encoded bytes; a decompressed stream cannot be held to it.
+    announced = response.content_length if encoding in ("", "identity") else None
+    return await read_capped(response.content.iter_chunked(CHUNK_BYTES), cap, announced)
+
+
+async def read_error_text(response: aiohttp.ClientResponse, cap: int = ERROR_BODY_BYTES) -> str:
+    """The start of an error answer's body as text: enough to quote, never all of a huge one."""
+    import aiohttp
+
+    body = bytearray()
+    try:
+        async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+            body += chunk
+            if len(body) >= cap:
+                break
+    except aiohttp.ClientPayloadError:
+        pass  # an error answer cut short still says what it says
+    return bytes(body[:cap]).decode("utf-8", "replace")
+
+
+class HttpClient:
+    """One adapter's aiohttp session, made on first use, and its request loop."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float,
+        headers: Mapping[str, str] | None = None,
+        secrets: Sequence[str] = (),
+        trust_env: bool = False,
+        auto_decompress: bool = True,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self._headers = dict(headers or {})  # defaults for every request: never credentials
+        self._secrets = tuple(s for s in secrets if s)
+        self._trust_env = trust_env  # proxies from the environment, like Mix's HTTP_PROXY
+        self._auto_decompress = auto_decompress
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def open(self) -> bool:
+        return self._session is not None and not self._session.closed
+
+    def session(self) -> aiohttp.ClientSession:
+        """The session, made now if there is none (or it belongs to an earlier event loop)."""
+        import aiohttp
+
+        loop = asyncio.get_running_loop()
+        if self._session is not None and self._loop is not loop:
+            # A session cannot outlive its loop (a CLI runs one loop per command): let the
+            # old one go without touching its dead loop.
+            self._session.detach()
+            self._session = None
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                auto_decompress=self._auto_decompress,
+                trust_env=self._trust_env,
+            )
+            self._loop = loop
+        return self._session
+
+    async def aclose(self) -> None:
+        """Closes the session; safe to call twice, or before any request. A later request
+        opens a new one."""
+        session, self._session = self._session, None
+        if session is None or session.closed:
+            return
+        try:
+            same_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            same_loop = False
+        if same_loop:
+            await session.close()
+        else:
+            session.detach()
+
+    def scrub(self, text: str) -> str:
+        """`text` without this client's secrets or any URL's credentials."""
+        return redact_urls(scrub(text, self._secrets))
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        policy: RetryPolicy,
+        handle: Callable[[aiohttp.ClientResponse], Awaitable[T]],
+        on_failure: Callable[[Failure], Exception],
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        json: Any = None,
+        streaming: bool = False,
+    ) -> T:
+        """Runs attempts until `handle` returns, a final error, or the policy gives up.
+
+        `streaming`: no total deadline (a large tarball is slow but steady), only connect and
+        read timeouts. The last error raised after several attempts says how many.
+        """
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                return await self._attempt(
+                    method, url, handle, on_failure, headers, params, json, streaming
+                )
+            except Retry as retry:
+                wait = policy.wait_s(attempt, retry.after_s)
+                if attempt == policy.attempts or wait is None:
+                    raise _gave_up(retry.error, attempt) from None
+                log.info(
+                    "%s; attempt %d of %d in %.2fs",
+                    self.scrub(str(retry.error)),
+                    attempt + 1,
+                    policy.attempts,
+                    wait,
+                )
+                await policy.sleep(wait)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _attempt(
+        self,
+        method: str,
+        url: str,
+        handle: Callable[[aiohttp.ClientResponse], Awaitable[T]],
+        on_failure: Callable[[Failure], Exception],
+        headers: Mapping[str, str] | None,
+        params: Mapping[str, str] | None,
+        json: Any,
+        streaming: bool,
+    ) -> T:
+        import aiohttp
+
+        session = self.session()
+        if headers and any(k.lower() == "authorization" for k in headers):
+            # aiohttp turns URL userinfo into Basic auth and refuses both at once: the
+            # adapter's own credential (a key, a token) wins.
+            url = _without_userinfo(url)
+        timeout = aiohttp.ClientTimeout(
+            total=None if streaming else self.timeout_s,
+            sock_connect=self.timeout_s,
+            sock_read=self.timeout_s,
+        )
+        started = time.monotonic()
+        kind: FailureKind
+        try:
+            async with session.request(
+                method, url, headers=headers, params=params, json=json, timeout=timeout
+            ) as response:
+                return await handle(response)
+        except TimeoutError:
+            kind, detail = "timeout", "timed out"
+        except aiohttp.ClientPayloadError as exc:
+            kind, detail = "cut_short", str(exc) or type(exc).__name__
+        except aiohttp.ClientConnectionError as exc:
+            kind, detail = "connect", str(exc) or type(exc).__name__
+        except aiohttp.ClientError as exc:  # an invalid URL, too many redirects
+            kind, detail = "other", f"{type(exc).__name__}: {exc}"
+        failure = Failure(
+            kind,
+            clip(redact_url(url), 500),
+            clip(self.scrub(detail), 500),
+            time.monotonic() - started,
+        )
+        raise on_failure(failure) from None
+
+
+def _gave_up(error: Exception, attempts: int) -> Exception:
+    """The last attempt's error, saying how many attempts were made (when more than one).
+
+    The message is extended in place so the error keeps its type and fields (a
+    RateLimited keeps its `reset_at`).
+    """
+    if attempts > 1 and isinstance(error, HexlocalError) and len(error.args) == 1:
+        error.args = (f"{error.args[0]}; gave up after {attempts} attempts",)
+    return error
+
+
+def _without_userinfo(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
