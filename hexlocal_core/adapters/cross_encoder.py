@@ -19,9 +19,11 @@ import numpy as np
 from attrs import frozen
 
 from hexlocal_core.adapters import model_sources, onnx_build
-from hexlocal_core.adapters.local_embedder import (
+from hexlocal_core.adapters.hub import HubConfig, ProgressFn
+from hexlocal_core.adapters.model_fetch import Fetcher, FetchState
+from hexlocal_core.adapters.onnx_runtime import (
     IntArray,
-    Lazy,
+    ModelSlot,
     load_tokenizer,
     open_session,
     pad,
@@ -69,7 +71,7 @@ class RerankerOptions:
     # ~140 ms p50 at 128 against ~180 ms at 256, with the same ranking.
     max_length: int = 128
     threads: int = 2
-    max_padding: float = 0.2  # pairs are grouped by length; see local_embedder.plan_batches
+    max_padding: float = 0.2  # pairs are grouped by length; see onnx_runtime.plan_batches
     quantize: bool = False  # int8, used only when its ranking agrees with fp32 enough:
     min_agreement: float = 0.9  # Spearman's rho with fp32 on the probe pairs, worst query
 
@@ -130,13 +132,19 @@ class LocalCrossEncoder:
         options: RerankerOptions | None = None,
         cache_dir: Path | None = None,
         usage: UsageSink | None = None,
+        fetcher: Fetcher | None = None,
     ) -> None:
         self._locate = locate
         self._model_id = model_id
         self._options = options or RerankerOptions()
         self._cache_dir = cache_dir
         self._usage = usage
-        self._state: Lazy[_Loaded] = Lazy(self._load)
+        self._fetcher = fetcher
+        self._state: ModelSlot[_Loaded] = ModelSlot(
+            self._load,
+            background=self._download_and_load if fetcher and fetcher.may_download else None,
+            pending=f"the reranker {model_id.removeprefix('local:')} is being downloaded",
+        )
 
     def __repr__(self) -> str:
         return f"LocalCrossEncoder(model_id={self._model_id!r}, loaded={self.loaded})"
@@ -159,15 +167,44 @@ class LocalCrossEncoder:
         loaded = self._state.peek()
         return loaded.quantized if loaded else False
 
+    @property
+    def fetching(self) -> bool:
+        """A background download of the model is under way."""
+        return self._state.fetching
+
+    @property
+    def download_state(self) -> FetchState | None:
+        return self._fetcher.state if self._fetcher is not None else None
+
+    async def warm_up(self) -> None:
+        """Load now if the model is here; if it is not, start its background download and
+        return (ModelError only for a broken model or folder, or with HF_HUB_OFFLINE)."""
+        await self._state.warm_up()
+
+    async def aclose(self) -> None:
+        await self._state.aclose()
+
     async def load(self) -> None:
+        """Load now, waiting for the model (kept for callers written before `warm_up`)."""
         await asyncio.to_thread(self.ensure_loaded)
 
     def ensure_loaded(self) -> None:
-        """Idempotent and thread-safe; raises ModelError (naming the fix) when absent."""
+        """Idempotent and thread-safe; raises ModelError (naming the fix) when absent, and
+        ModelUnavailable(pending=True) while a background download runs."""
         self._state.get()
 
+    def wait_until_loaded(self, timeout: float | None = None) -> bool:
+        """Block until a background download and load finish; True when loaded."""
+        return self._state.wait(timeout)
+
     def _load(self) -> _Loaded:
-        files = self._locate()
+        return self._load_files(self._locate())
+
+    def _download_and_load(self) -> _Loaded:
+        assert self._fetcher is not None
+        return self._load_files(self._fetcher.fetch())
+
+    def _load_files(self, files: model_sources.ModelFiles) -> _Loaded:
         max_length = self._options.max_length
         pair = load_tokenizer(files.tokenizer_path, max_length, pairs=True)
         fallback = load_tokenizer(files.tokenizer_path, max_length)
@@ -207,8 +244,9 @@ class LocalCrossEncoder:
         """Blocking score, for worker threads and benchmarks: one float per passage."""
         if not passages:
             return []
+        scorer = self._state.get().scorer  # an absent model is not a failed call
         try:
-            scores, tokens = self._state.get().scorer.run(query, passages)
+            scores, tokens = scorer.run(query, passages)
         except Exception:
             self._record(0, success=False)
             raise
@@ -245,23 +283,27 @@ def build_local_reranker(
     usage: UsageSink | None = None,
     *,
     options: RerankerOptions | None = None,
+    progress: ProgressFn | None = None,
+    hub: HubConfig | None = None,
 ) -> LocalCrossEncoder | None:
     """The reranker the settings ask for, or None when AI_RERANK_MODEL is off.
 
-    Nothing is loaded here: an absent model surfaces as ModelError on first use (or from
-    `load()`), which the search turns into a notice and the fused order.
+    Nothing is loaded here. It costs nothing when absent: the first `score` (or
+    `warm_up`) that finds no offline source starts a background download (unless
+    HF_HUB_OFFLINE) and raises `model_sources.ModelUnavailable(pending=True)` at once, as
+    does every call until the model is loaded; the search keeps the fused order with a
+    notice meanwhile. `progress(message, bytes_done, bytes_total)` hears about the
+    download from its thread; `hub` defaults to `HubConfig.from_env()`.
     """
     if not settings.rerank_enabled:
         return None
     which = model_sources.Which.RERANKER
-
-    def locate() -> model_sources.ModelFiles:
-        return model_sources.resolve(settings, which)
-
+    fetcher = Fetcher(settings, which, hub or HubConfig.from_env(), progress)
     return LocalCrossEncoder(
-        locate,
+        fetcher.find,
         model_id=f"local:{model_sources.repo_id(settings, which)}",
         options=options,
         cache_dir=settings.model_cache_dir,
         usage=usage,
+        fetcher=fetcher,
     )

