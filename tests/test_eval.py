@@ -31,6 +31,7 @@ from hexlocal_core.evaluation import (
     run_eval,
 )
 from hexlocal_core.evaluation.metrics import mrr_at, percentile, recall_at
+from hexlocal_core.evaluation.queries import KINDS
 from hexlocal_core.index.db import scalar
 from hexlocal_core.index.store import Store
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
@@ -382,7 +383,7 @@ async def test_report_json_shape(store: Store) -> None:
     assert fp["embed_model"] == "test:hashing"
     assert {(s["mode"], s["kind"]) for s in data["scores"]} == {
         (m, k) for m in ("fts", "vector") for k in ("concept", "symbol", "all")
-    }
+    }  # one score per mode and kind the set has, and per mode over all kinds
     assert set(data["scores"][0]) == {
         "mode",
         "kind",
@@ -470,10 +471,10 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, db_path: Path, tmp_path: Path) -> P
     return path
 
 
-def test_cli_json(cli_env: Path) -> None:
-    result = CliRunner().invoke(
-        eval_command, ["--queries", str(cli_env), "--modes", "fts,rrf", "--json"]
-    )
+def test_cli_json(cli_env: Path, db_path: Path) -> None:
+    # --database: eval measures its own index by default, never the project's.
+    args = ["--queries", str(cli_env), "--database", str(db_path), "--modes", "fts,rrf", "--json"]
+    result = CliRunner().invoke(eval_command, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["counts"] == {"ok": 3, "broken": 1, "not indexed": 0}
@@ -481,12 +482,14 @@ def test_cli_json(cli_env: Path) -> None:
     assert {s["mode"] for s in data["scores"]} == {"fts", "rrf"}
 
 
-def test_cli_table_verbose_and_show(cli_env: Path) -> None:
+def test_cli_table_verbose_and_show(cli_env: Path, db_path: Path) -> None:
     result = CliRunner().invoke(
         eval_command,
         [
             "--queries",
             str(cli_env),
+            "--database",
+            str(db_path),
             "--modes",
             "fts",
             "--verbose",
@@ -560,3 +563,18 @@ async def test_cli_ingest_indexes_the_query_set_first(
     assert [p["name"] for p in data["fingerprint"]["packages"]] == ["nimble_pool"]
     assert "indexing nimble_pool 1.1.0" in result.stderr
     assert any(r.path.endswith("nimble_pool-1.1.0.tar.gz") for r in fake_hex.requests)
+
+
+async def test_scores_cover_the_kinds_the_set_has_and_no_others(store: Store) -> None:
+    engine = SearchEngine(store, HashingEmbedder(), None)
+    target = Expectation(REF, ("Jason.Formatter.html#pretty_print/2",))
+    queries = [
+        query("t", "make my JSON output readable with indentation", target, kind="task"),
+        query(
+            "e", "** (Jason.EncodeError) invalid byte 0xFF in pretty_print/2", target, kind="error"
+        ),
+    ]
+    report = await run_eval(engine, store, queries, options=EvalOptions(modes=("fts",)))
+    assert [s.kind for s in report.scores] == ["task", "error", "all"]  # KINDS order
+    assert [s.queries for s in report.scores] == [1, 1, 2]
+    assert set(KINDS) - {"task", "error"} == {"concept", "symbol"}  # what was left out

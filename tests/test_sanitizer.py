@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hexlocal_core.index.tokens import FTS_TOKENIZER
 from hexlocal_core.search.sanitizer import light_stem, to_match
-from hexlocal_core.search.tokens import FTS_TOKENIZER
 
 
 def _table(title: str, content: str, split: str) -> apsw.Connection:

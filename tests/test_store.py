@@ -14,8 +14,8 @@ from hexlocal_core.index.db import atomic, connect, scalar
 from hexlocal_core.index.migrations import SCHEMA_VERSION, migrate
 from hexlocal_core.index.store import CHUNK_VEC_TABLE, PackageWrite, Store
 from hexlocal_core.search.arms import keyword_arm, vector_arm
-from hexlocal_core.search.sanitizer import to_match
-from tests.helpers import chunk_of, item, write_package
+from hexlocal_core.search.sanitizer import to_phrases
+from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
 
 def _write(
@@ -84,12 +84,13 @@ def test_identifiers_are_found_whole_and_by_parts(
             ("Other.html#x/0", "Nothing relevant about sizes or tokens here at all."),
         ],
     )
-    match = to_match(query)
-    assert match is not None
-    found = keyword_arm(store.conn, match, package="pkg")
-    assert found, f"{query!r} matched nothing"
-    top = store.hydrate([found[0][0]])[0]
-    assert top["ref"] == expected_ref
+    phrases = to_phrases(query)
+    assert phrases
+    for package_stats in (True, False):
+        found = keyword_arm(store.conn, phrases, package="pkg", package_stats=package_stats)
+        assert found, f"{query!r} matched nothing"
+        top = store.hydrate([found[0][0]])[0]
+        assert top.ref == expected_ref
 
 
 def test_quoted_identifier_phrase_matches_directly(tmp_path: Path) -> None:
@@ -105,7 +106,7 @@ def test_quoted_identifier_phrase_matches_directly(tmp_path: Path) -> None:
             "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH '\"chunk_overlap\"'"
         )
     ]
-    assert [store.hydrate([i])[0]["ref"] for i in ids] == ["A.html#a/1"]
+    assert [store.hydrate([i])[0].ref for i in ids] == ["A.html#a/1"]
 
 
 def test_vec0_knn_in_one_package_equals_numpy_brute_force(tmp_path: Path) -> None:
@@ -132,12 +133,74 @@ def test_vec0_knn_in_one_package_equals_numpy_brute_force(tmp_path: Path) -> Non
         assert got == expected
 
 
-def test_replace_package_is_atomic(tmp_path: Path) -> None:
+def _database_state(conn: apsw.Connection) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every stored table (FTS and vec0 keep theirs in shadow tables), and
+    the schema itself, so a comparison sees any write at all."""
+    state: dict[str, list[tuple[object, ...]]] = {
+        "sqlite_master": sorted(conn.execute("SELECT type, name, sql FROM sqlite_master"), key=repr)
+    }
+    tables = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%'"
+    ).fetchall()
+    for (name,) in tables:
+        state[str(name)] = sorted(conn.execute(f'SELECT * FROM "{name}"'), key=repr)
+    return state
+
+
+def _fail_at_chunk(conn: apsw.Connection, version: str, n: int) -> None:
+    """A trigger that aborts the n-th chunk insert of `version`: a failure in the middle of
+    the write, after old rows were deleted and the package row, FTS rows and vectors of the
+    first chunks were written."""
+    conn.execute(
+        f"CREATE TRIGGER fail_mid_write BEFORE INSERT ON chunks WHEN new.version = '{version}'"
+        f" AND (SELECT count(*) FROM chunks WHERE version = '{version}') >= {n - 1}"
+        " BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    )
+
+
+@pytest.mark.parametrize("existing", [True, False], ids=["replacing v1", "first ingest"])
+def test_a_failure_mid_write_leaves_the_database_exactly_as_it_was(
+    tmp_path: Path, existing: bool
+) -> None:
     store = Store(tmp_path / "atomic.db")
+    if existing:
+        _write(store, "pkg", [("A.html", "first version"), ("A.html#a/1", "alpha")])
+    _fail_at_chunk(store.conn, "2.0.0", 3)
+    before = _database_state(store.conn)
+    chunks = [
+        chunk_of(item(f"B.html#b{i}/0", f"second version {i}", version="2.0.0")) for i in range(5)
+    ]
+    emb = HashingEmbedder()
+    write = PackageWrite(
+        name="pkg",
+        version="2.0.0",
+        source="hexdocs",
+        chunker_version=1,
+        item_count=len(chunks),
+        chunks=chunks,
+        vectors=np.stack([emb.vector(c.embedding_text()) for c in chunks]),
+        embed_model=emb.model_id,
+        embed_provider="test",
+    )
+    with pytest.raises(apsw.ConstraintError, match="injected failure"):
+        store.replace_package(write)
+
+    assert _database_state(store.conn) == before
+    if existing:
+        assert store.package("pkg").version == "1.0.0"  # type: ignore[union-attr]
+    else:
+        assert store.package("pkg") is None
+        assert store.embedding_config() is None  # the first write's model claim went too
+    store.conn.execute("DROP TRIGGER fail_mid_write")
+    store.replace_package(write)  # the same write, unhindered, goes through whole
+    assert store.package("pkg").chunk_count == 5  # type: ignore[union-attr]
+
+
+def test_chunks_and_vectors_of_different_counts_are_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path / "count.db")
     _write(store, "pkg", [("A.html", "first version")])
-    chunks = [chunk_of(item("B.html", "second"))]
-    bad = np.zeros((2, 16), dtype=np.float32)  # wrong count: must write nothing
-    with pytest.raises(StoreError):
+    before = _database_state(store.conn)
+    with pytest.raises(StoreError, match="differ in number"):
         store.replace_package(
             PackageWrite(
                 name="pkg",
@@ -145,14 +208,13 @@ def test_replace_package_is_atomic(tmp_path: Path) -> None:
                 source="hexdocs",
                 chunker_version=1,
                 item_count=1,
-                chunks=chunks,
-                vectors=bad,
+                chunks=[chunk_of(item("B.html", "second"))],
+                vectors=np.zeros((2, 16), dtype=np.float32),
                 embed_model="test:hashing",
                 embed_provider="test",
             )
         )
-    assert store.package("pkg").version == "1.0.0"  # type: ignore[union-attr]
-    assert [r["ref"] for r in store.hydrate([1])] == ["A.html"]
+    assert _database_state(store.conn) == before
 
 
 def test_another_models_vectors_are_refused(tmp_path: Path) -> None:

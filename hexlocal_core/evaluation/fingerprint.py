@@ -14,6 +14,7 @@ from typing import Any
 
 from attrs import asdict, frozen
 
+from hexlocal_core.index import chunks
 from hexlocal_core.index.store import Store
 
 
@@ -45,35 +46,26 @@ class CorpusFingerprint:
         return asdict(self)
 
 
-_PACKAGES_SQL = """
-SELECT p.name, p.version, p.chunker_version, p.embed_model,
-       count(c.id) AS chunks, count(DISTINCT c.ref) AS items
-FROM packages p LEFT JOIN chunks c ON c.package = p.name
-GROUP BY p.name ORDER BY p.name
-"""
-
-
 def _digest(store: Store, packages: tuple[PackageFingerprint, ...], model: str | None) -> str:
     h = hashlib.sha256(f"model={model}\n".encode())
     for p in packages:
         h.update(f"{p.name}@{p.version}:{p.chunks}:{p.chunker_version}\n".encode())
-    rows = store.conn.execute("SELECT content_hash FROM chunks ORDER BY package, ref, ordinal, id")
-    for (content_hash,) in rows:
-        h.update(str(content_hash).encode())
+    for content_hash in chunks.content_hashes(store.conn):
+        h.update(content_hash.encode())
     return h.hexdigest()[:16]
 
 
 def fingerprint(store: Store) -> CorpusFingerprint:
     packages = tuple(
         PackageFingerprint(
-            name=str(r[0]),
-            version=str(r[1]),
-            chunker_version=int(r[2]),
-            embed_model=r[3],
-            chunks=int(r[4]),
-            items=int(r[5]),
+            name=s.name,
+            version=s.version,
+            chunker_version=s.chunker_version,
+            embed_model=s.embed_model,
+            chunks=s.chunks,
+            items=s.items,
         )
-        for r in store.conn.execute(_PACKAGES_SQL)
+        for s in chunks.package_stats(store.conn)
     )
     config = store.embedding_config()
     model = config.model if config else None

@@ -54,7 +54,7 @@ def percentile(values: Sequence[float], pct: float) -> float:
 @frozen
 class ModeScore:
     mode: str
-    kind: str  # concept | symbol | all
+    kind: str  # one of queries.KINDS present in the query set, or "all"
     queries: int
     recall_at_5: float
     mrr_at_10: float

@@ -9,18 +9,16 @@ The rules (shared/eval/README.md), for a target ref R:
 * page P: any chunk of the page, i.e. the ref before `#` equals P.
 
 The rules exist twice on purpose: `ref_matches` (pure, for hits and tests) and
-`relevant_ids` (SQL on the stored refs, which also detects expectations that resolve to
-nothing). Tests run one table through both. Prefixes are compared with `substr`, not
-LIKE, because `_` (a LIKE wildcard) is everywhere in Elixir refs.
+`relevant_ids` (a query on the stored refs, `index.chunks.ids_by_ref`, which also detects
+expectations that resolve to nothing). Tests run one table through both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import apsw
 
 from hexlocal_core.evaluation.queries import Expectation
+from hexlocal_core.index import chunks
 
 MODULE_DOC = "#module-"
 
@@ -36,27 +34,7 @@ def ref_matches(ref: str, expect: Expectation) -> bool:
     return any(ref == t or ref.startswith(_prefix(t, expect.form)) for t in expect.targets)
 
 
-def _where(expect: Expectation) -> tuple[str, list[object]]:
-    clauses: list[str] = []
-    params: list[object] = []
-    for target in expect.targets:
-        prefix = _prefix(target, expect.form)
-        clauses.append("(ref = ? OR substr(ref, 1, ?) = ?)")
-        params.extend([target, len(prefix), prefix])
-    return "(" + " OR ".join(clauses) + ")", params
-
-
 def relevant_ids(conn: apsw.Connection, package: str, expect: Expectation) -> frozenset[int]:
     """Ids of the package's stored chunks that answer the expectation (empty: BROKEN)."""
-    where, params = _where(expect)
-    sql = f"SELECT id FROM chunks WHERE package = ? AND {where}"
-    return frozenset(int(r[0]) for r in conn.execute(sql, (package, *params)))
-
-
-def refs_of(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, str]:
-    """The stored ref of each chunk id (for describing a candidate pool)."""
-    if not ids:
-        return {}
-    marks = ",".join("?" * len(ids))
-    sql = f"SELECT id, ref FROM chunks WHERE id IN ({marks})"
-    return {int(r[0]): str(r[1]) for r in conn.execute(sql, tuple(ids))}
+    targets = [(t, _prefix(t, expect.form)) for t in expect.targets]
+    return chunks.ids_by_ref(conn, package, targets)

@@ -62,7 +62,7 @@ class Searcher(Protocol):
 @frozen
 class EvalOptions:
     modes: tuple[str, ...] = EVAL_MODES
-    only: str | None = None  # concept | symbol | None for both
+    only: str | None = None  # one of queries.KINDS, or None for every kind
     exact: bool = True  # the engine's exact-identifier lookup
     warmup: bool = True  # one untimed search per mode first, so model loading is not timed
 
@@ -204,9 +204,13 @@ async def _evaluate(
 
 def _scores(results: Sequence[QueryResult], modes: Sequence[str]) -> tuple[ModeScore, ...]:
     scored = [r for r in results if r.status is QueryStatus.OK]
+    # Only the kinds this query set has (plus "all"): a set without error queries must not
+    # print an error row of zeros, and a new kind appears without touching this code.
+    present = {r.query.kind for r in results}
+    kinds = (*(k for k in KINDS if k in present), "all")
     out: list[ModeScore] = []
     for mode in modes:
-        for kind in (*KINDS, "all"):
+        for kind in kinds:
             runs = [
                 run
                 for r in scored

@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 
 from hexlocal_core.errors import StoreError
+from hexlocal_core.index import bm25
 
 log = logging.getLogger("hexlocal.db")
 
@@ -62,6 +63,7 @@ def connect(path: Path | str, *, readonly: bool = False) -> apsw.Connection:
         conn.execute(pragma)
     if not readonly and target != ":memory:":
         _set_wal(conn)
+    bm25.register(conn)
     return conn
 
 

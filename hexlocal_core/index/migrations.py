@@ -16,7 +16,7 @@ import apsw
 
 from hexlocal_core.errors import SchemaTooNew, StoreError
 from hexlocal_core.index.db import atomic, scalar
-from hexlocal_core.search.tokens import FTS_TOKENIZER
+from hexlocal_core.index.tokens import FTS_TOKENIZER
 
 
 def m001_initial(conn: apsw.Connection) -> None:
@@ -192,7 +192,34 @@ def m002_remember_outcome(conn: apsw.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[apsw.Connection], None], ...] = (m001_initial, m002_remember_outcome)
+def m003_sync_queue(conn: apsw.Connection) -> None:
+    # `hexlocal sync`: one row per package the project runs (mix.lock's deps and Elixir's
+    # own apps), kept across processes so a sync cut short by an exit resumes at the next
+    # start, and a failure keeps its reason for `list`. `pid` claims a row being worked on.
+    conn.execute(
+        """
+        CREATE TABLE sync_queue (
+            package TEXT PRIMARY KEY,
+            version TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            status TEXT NOT NULL
+                CHECK (status IN ('queued', 'running', 'done', 'failed', 'skipped')),
+            seq INTEGER NOT NULL,
+            reason TEXT,
+            retry INTEGER NOT NULL DEFAULT 1,
+            pid INTEGER,
+            updated_at TEXT NOT NULL
+        );
+        CREATE INDEX sync_queue_status ON sync_queue(status, seq);
+        """
+    )
+
+
+MIGRATIONS: tuple[Callable[[apsw.Connection], None], ...] = (
+    m001_initial,
+    m002_remember_outcome,
+    m003_sync_queue,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -2,6 +2,8 @@
 
 All methods are synchronous and short, except `replace_package` (one transaction for a
 whole package), which callers run in a worker thread. Each thread gets its own connection.
+Reads that search and evaluation run over chunks are in `chunks.py`; memories are in
+`memory_store.py`; vectors are encoded and their tables created only by `vectors.py`.
 """
 
 from __future__ import annotations
@@ -15,19 +17,38 @@ from typing import Any
 
 import apsw
 import numpy as np
+import numpy.typing as npt
 from attrs import frozen
 
 from hexlocal_core.errors import StoreError
-from hexlocal_core.index.db import ConnectionPool, atomic, rows, scalar
+from hexlocal_core.index import chunks
+from hexlocal_core.index.chunks import ChunkRow
+from hexlocal_core.index.db import ConnectionPool, atomic, scalar
 from hexlocal_core.index.migrations import migrate
+from hexlocal_core.index.tokens import split_terms
+from hexlocal_core.index.vectors import (
+    CHUNK_VEC_TABLE,
+    MEMORY_VEC_TABLE,
+    create_vector_tables,
+    decode_vector,
+    drop_vector_tables,
+    encode_vector,
+)
 from hexlocal_core.model import Chunk, IndexedPackage, sha256_text
 from hexlocal_core.ports import Vectors
-from hexlocal_core.search.tokens import split_terms
 
 log = logging.getLogger("hexlocal.store")
 
-CHUNK_VEC_TABLE = "chunk_vecs"
-MEMORY_VEC_TABLE = "memory_vecs"
+__all__ = [
+    "CHUNK_VEC_TABLE",
+    "MEMORY_VEC_TABLE",
+    "ChunkRow",
+    "EmbeddingConfig",
+    "PackageMeta",
+    "PackageWrite",
+    "Store",
+    "utcnow",
+]
 
 
 def utcnow() -> str:
@@ -59,8 +80,35 @@ class PackageWrite:
     meta: dict[str, Any] | None = None
 
 
-def _blob(vector: np.ndarray[Any, Any]) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
+@frozen
+class PackageMeta:
+    """How a package version was ingested: what re-deriving its items needs."""
+
+    docs_html_url: str | None = None
+    generation: str | None = None  # hexdocs: which ExDoc search index it was read from
+    tarball_bytes: int | None = None
+    ebin: str | None = None  # BEAM docs: the ebin folder read
+    paths: tuple[str, ...] | None = None  # project docs: the folders given (None: defaults)
+
+    @classmethod
+    def from_stored(cls, docs_html_url: str | None, raw: str | None) -> PackageMeta:
+        meta = json.loads(raw) if raw else {}
+        if not isinstance(meta, dict):
+            meta = {}
+        paths = meta.get("paths")
+        return cls(
+            docs_html_url=docs_html_url,
+            generation=_opt_str(meta.get("generation")),
+            tarball_bytes=meta["tarball_bytes"]
+            if isinstance(meta.get("tarball_bytes"), int)
+            else None,
+            ebin=_opt_str(meta.get("ebin")),
+            paths=tuple(str(p) for p in paths) if isinstance(paths, list) and paths else None,
+        )
+
+
+def _opt_str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 class Store:
@@ -81,8 +129,11 @@ class Store:
     # -- embedding identity -------------------------------------------------------------
 
     def embedding_config(self) -> EmbeddingConfig | None:
-        found = rows(self.conn, "SELECT model, dims, provider, recorded_at FROM embedding_config")
-        return EmbeddingConfig(**found[0]) if found else None
+        for model, dims, provider, recorded_at in self.conn.execute(
+            "SELECT model, dims, provider, recorded_at FROM embedding_config"
+        ):
+            return EmbeddingConfig(str(model), int(dims), str(provider), str(recorded_at))
+        return None
 
     def vector_tables_exist(self) -> bool:
         return bool(
@@ -93,58 +144,47 @@ class Store:
             )
         )
 
-    def _ensure_vector_tables(self, conn: apsw.Connection, dims: int) -> None:
-        conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {CHUNK_VEC_TABLE} USING vec0("
-            f"embedding float[{dims}] distance_metric=cosine, "
-            "package text partition key, has_example integer)"
-        )
-        conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {MEMORY_VEC_TABLE} USING vec0("
-            f"embedding float[{dims}] distance_metric=cosine)"
-        )
+    def claim_embedding(self, conn: apsw.Connection, model: str, dims: int, provider: str) -> None:
+        """Inside a write transaction: make sure vectors of `model` may be written.
 
-    def _record_embedding(
-        self, conn: apsw.Connection, model: str, dims: int, provider: str
-    ) -> None:
+        The first writer (a docs ingest or a memory) records its model and dims with the
+        index and creates the vec0 tables; later writers of the same model pass; another
+        model is refused, so vectors of two models never mix in one index.
+        """
         current = self.embedding_config()
         if current is not None and (current.model, current.dims) != (model, dims):
             raise StoreError(
                 f"the index holds vectors from {current.model} ({current.dims} dims); refusing to "
                 f"mix in {model} ({dims} dims). Run `hexlocal reindex` to switch models."
             )
+        create_vector_tables(conn, dims)
         if current is None:
-            self._ensure_vector_tables(conn, dims)
-            conn.execute(
-                "INSERT INTO embedding_config(id, model, dims, provider, recorded_at) "
-                "VALUES (1, ?, ?, ?, ?)",
-                (model, dims, provider, utcnow()),
-            )
+            _insert_embedding_config(conn, model, dims, provider)
 
     def switch_embedding(self, conn: apsw.Connection, model: str, dims: int, provider: str) -> None:
         """Drop all vectors and record a new model (used by reindex, inside its transaction)."""
-        conn.execute(f"DROP TABLE IF EXISTS {CHUNK_VEC_TABLE}")
-        conn.execute(f"DROP TABLE IF EXISTS {MEMORY_VEC_TABLE}")
+        drop_vector_tables(conn)
         conn.execute("DELETE FROM embedding_config")
-        self._ensure_vector_tables(conn, dims)
-        conn.execute(
-            "INSERT INTO embedding_config(id, model, dims, provider, recorded_at)"
-            " VALUES (1, ?, ?, ?, ?)",
-            (model, dims, provider, utcnow()),
-        )
+        create_vector_tables(conn, dims)
+        _insert_embedding_config(conn, model, dims, provider)
 
     # -- packages -----------------------------------------------------------------------
 
     def package(self, name: str) -> IndexedPackage | None:
-        found = rows(self.conn, _PACKAGE_SELECT + " WHERE name = ?", (name,))
-        return _to_package(found[0]) if found else None
+        for r in self.conn.execute(_PACKAGE_SELECT + " WHERE name = ?", (name,)):
+            return _to_package(r)
+        return None
 
     def packages(self) -> list[IndexedPackage]:
-        return [_to_package(r) for r in rows(self.conn, _PACKAGE_SELECT + " ORDER BY name")]
+        return [_to_package(r) for r in self.conn.execute(_PACKAGE_SELECT + " ORDER BY name")]
 
-    def package_meta(self, name: str) -> dict[str, Any]:
-        raw = scalar(self.conn, "SELECT meta FROM packages WHERE name = ?", (name,))
-        return dict(json.loads(raw)) if raw else {}
+    def package_meta(self, name: str) -> PackageMeta:
+        """How the package was ingested (every field None when it is not indexed)."""
+        for docs_html_url, raw in self.conn.execute(
+            "SELECT docs_html_url, meta FROM packages WHERE name = ?", (name,)
+        ):
+            return PackageMeta.from_stored(docs_html_url, raw)
+        return PackageMeta()
 
     def replace_package(self, write: PackageWrite) -> None:
         """Write a package version whole, replacing any other version, in one transaction."""
@@ -154,7 +194,7 @@ class Store:
         conn = self.conn
         with atomic(conn):
             if dims:
-                self._record_embedding(conn, write.embed_model, dims, write.embed_provider)
+                self.claim_embedding(conn, write.embed_model, dims, write.embed_provider)
             self._delete_package_rows(conn, write.name)
             conn.execute(
                 "INSERT INTO packages(name, version, source, status, ingested_at, chunker_version,"
@@ -177,7 +217,7 @@ class Store:
                 self._insert_chunk(conn, write.name, chunk, vector, write.embed_model)
 
     def _insert_chunk(
-        self, conn: apsw.Connection, package: str, chunk: Chunk, vector: Any, model: str
+        self, conn: apsw.Connection, package: str, chunk: Chunk, vector: npt.ArrayLike, model: str
     ) -> None:
         item = chunk.item
         embed_text = chunk.embedding_text()
@@ -212,7 +252,7 @@ class Store:
             ),
         )
         chunk_id = conn.last_insert_rowid()
-        blob = _blob(vector)
+        blob = encode_vector(vector)
         conn.execute(
             f"INSERT INTO {CHUNK_VEC_TABLE}(rowid, embedding, package, has_example)"
             " VALUES (?,?,?,?)",
@@ -252,7 +292,7 @@ class Store:
                 f" WHERE model = ? AND text_hash IN ({marks})",
                 (model, *part),
             ):
-                found[text_hash] = np.frombuffer(blob, dtype=np.float32)
+                found[text_hash] = decode_vector(blob)
         return found
 
     # -- reads for search ---------------------------------------------------------------
@@ -270,16 +310,17 @@ class Store:
     def chunk_count(self) -> int:
         return int(scalar(self.conn, "SELECT count(*) FROM chunks") or 0)
 
-    def hydrate(self, ids: Sequence[int]) -> list[dict[str, Any]]:
-        """Rows for the ids, in the order given (`IN (...)` returns storage order)."""
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        by_id = {
-            r["id"]: r
-            for r in rows(self.conn, f"SELECT * FROM chunks WHERE id IN ({marks})", tuple(ids))
-        }
-        return [by_id[i] for i in ids if i in by_id]
+    def hydrate(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Rows for the ids, in the order given; ids not stored are left out."""
+        return chunks.hydrate(self.conn, ids)
+
+
+def _insert_embedding_config(conn: apsw.Connection, model: str, dims: int, provider: str) -> None:
+    conn.execute(
+        "INSERT INTO embedding_config(id, model, dims, provider, recorded_at)"
+        " VALUES (1, ?, ?, ?, ?)",
+        (model, dims, provider, utcnow()),
+    )
 
 
 _PACKAGE_SELECT = (
@@ -288,15 +329,16 @@ _PACKAGE_SELECT = (
 )
 
 
-def _to_package(r: dict[str, Any]) -> IndexedPackage:
+def _to_package(r: Sequence[Any]) -> IndexedPackage:
+    name, version, source, status, ingested_at, chunker_version, items, chunks_, model = r
     return IndexedPackage(
-        name=r["name"],
-        version=r["version"],
-        source=r["source"],
-        status=r["status"],
-        chunk_count=r["chunk_count"],
-        item_count=r["item_count"],
-        chunker_version=r["chunker_version"],
-        ingested_at=r["ingested_at"],
-        embed_model=r["embed_model"],
+        name=name,
+        version=version,
+        source=source,
+        status=status,
+        chunk_count=chunks_,
+        item_count=items,
+        chunker_version=chunker_version,
+        ingested_at=ingested_at,
+        embed_model=model,
     )

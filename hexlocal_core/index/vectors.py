@@ -7,7 +7,6 @@ because their dimension is the embedder's, known only from its output.
 
 from __future__ import annotations
 
-
 import apsw
 import numpy as np
 import numpy.typing as npt

@@ -9,15 +9,15 @@ every query would "recall" the nearest unrelated facts.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import apsw
+from attrs import asdict
 
-from hexlocal_core.index.db import rows, scalar
+from hexlocal_core.index import memory_store as ms
+from hexlocal_core.index.memory_store import CurationEntry, MemoryRow, MemoryScope
 from hexlocal_core.memory import records
 from hexlocal_core.memory.policy import similarity
 from hexlocal_core.mixlock import MalformedLock, find_lock, read_lock
@@ -64,53 +64,20 @@ def is_stale(package: str | None, version: str | None, pins: Mapping[str, str]) 
     return pinned != ours
 
 
-def _scope(package: str | None, include_deprecated: bool) -> tuple[str, tuple[Any, ...]]:
-    """SQL conditions on `memories m`, as ' AND ...' text and its parameters."""
-    conditions: list[str] = []
-    params: list[Any] = []
-    if not include_deprecated:
-        conditions.append("m.deprecated = 0")
-    if package is not None:
-        conditions.append("m.package = ?")
-        params.append(package)
-    return "".join(f" AND {c}" for c in conditions), tuple(params)
-
-
-def keyword_arm(
-    conn: apsw.Connection, query: str, where: str, params: tuple[Any, ...]
-) -> list[int]:
+def keyword_arm(conn: apsw.Connection, query: str, scope: MemoryScope) -> list[int]:
     match = to_match(query)
     if match is None:
         return []
-    w = ", ".join(str(x) for x in BM25_WEIGHTS)
-    sql = (
-        f"SELECT m.id, bm25(memories_fts, {w}) AS score FROM memories_fts"
-        " JOIN memories m ON m.id = memories_fts.rowid"
-        f" WHERE memories_fts MATCH ?{where} ORDER BY score LIMIT ?"
-    )
-    return [int(r[0]) for r in conn.execute(sql, (match, *params, DEPTH))]
+    return ms.keyword_memory_ids(conn, match, scope, depth=DEPTH, weights=BM25_WEIGHTS)
 
 
-def vector_arm(
-    conn: apsw.Connection, vector: Vectors | None, where: str, params: tuple[Any, ...]
-) -> list[int]:
+def vector_arm(conn: apsw.Connection, vector: Vectors | None, scope: MemoryScope) -> list[int]:
     if vector is None:
         return []
     # k-NN cannot filter, so ask for as many extra rows as the scope leaves out.
-    excluded = int(
-        scalar(conn, f"SELECT count(*) FROM memories m WHERE NOT (1 = 1{where})", params) or 0
-    )
+    excluded = ms.out_of_scope_count(conn, scope)
     near = [(i, similarity(d)) for i, d in records.knn(conn, vector, DEPTH + excluded)]
-    if not near:
-        return []
-    marks = ",".join("?" * len(near))
-    allowed = {
-        int(r[0])
-        for r in conn.execute(
-            f"SELECT m.id FROM memories m WHERE m.id IN ({marks}){where}",
-            (*(i for i, _ in near), *params),
-        )
-    }
+    allowed = ms.in_scope(conn, [i for i, _ in near], scope)
     return [i for i, sim in near if i in allowed and sim >= MIN_SIMILARITY][:DEPTH]
 
 
@@ -124,25 +91,14 @@ def search(
     include_deprecated: bool,
     pins: Mapping[str, str],
 ) -> list[Memory]:
-    where, params = _scope(package, include_deprecated)
-    fused = rrf([keyword_arm(conn, query, where, params), vector_arm(conn, vector, where, params)])
+    scope = MemoryScope(package, include_deprecated)
+    fused = rrf([keyword_arm(conn, query, scope), vector_arm(conn, vector, scope)])
     return hydrate(conn, fused[:limit], pins)
 
 
-def history(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+def history(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, list[CurationEntry]]:
     """The curation log entries that touched each memory, oldest first."""
-    out: dict[int, list[dict[str, Any]]] = {i: [] for i in ids}
-    if not ids:
-        return out
-    marks = ",".join("?" * len(ids))
-    for r in rows(
-        conn,
-        "SELECT memory_id, request_id, action, model, reason, at FROM curation_log"
-        f" WHERE memory_id IN ({marks}) ORDER BY id",
-        tuple(ids),
-    ):
-        out[r.pop("memory_id")].append(r)
-    return out
+    return ms.curation_history(conn, ids)
 
 
 def hydrate(conn: apsw.Connection, ids: Sequence[int], pins: Mapping[str, str]) -> list[Memory]:
@@ -152,17 +108,18 @@ def hydrate(conn: apsw.Connection, ids: Sequence[int], pins: Mapping[str, str]) 
     return [_memory(found[i], logs[i], pins) for i in ids if i in found]
 
 
-def _memory(r: dict[str, Any], log_rows: list[dict[str, Any]], pins: Mapping[str, str]) -> Memory:
+def _memory(r: MemoryRow, entries: list[CurationEntry], pins: Mapping[str, str]) -> Memory:
     return Memory(
-        id=r["id"],
-        text=r["text"],
-        curated=bool(r["curated"]),
-        created_at=r["created_at"],
-        updated_at=r["updated_at"],
-        package=r["package"],
-        version=r["version"],
-        tags=tuple(json.loads(r["tags"])),
-        deprecated=bool(r["deprecated"]),
-        stale=is_stale(r["package"], r["version"], pins),
-        history=tuple(log_rows),
+        id=r.id,
+        text=r.text,
+        curated=r.curated,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+        package=r.package,
+        version=r.version,
+        tags=r.tags,
+        deprecated=r.deprecated,
+        stale=is_stale(r.package, r.version, pins),
+        # Memory.history is the answer's shape (mappings); the log rows themselves are typed.
+        history=tuple(asdict(e) for e in entries),
     )

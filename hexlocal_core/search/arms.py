@@ -1,12 +1,16 @@
-"""The two retrieval arms. Scope (package, examples-only) is applied inside each query,
-before the depth cut, so the budget is never spent on other packages."""
+"""The two retrieval arms: how deep each looks and how BM25 weighs the columns.
+
+The SQL is `index.chunks`; scope (package, examples-only) is applied inside each query,
+before the depth cut, so the budget is never spent on other packages.
+"""
 
 from __future__ import annotations
 
-import apsw
-import numpy as np
+from collections.abc import Sequence
 
-from hexlocal_core.index.store import CHUNK_VEC_TABLE
+import apsw
+
+from hexlocal_core.index import chunks
 from hexlocal_core.ports import Vectors
 
 # Candidates per arm. 30 rather than 15: once the pool keeps one chunk per item, deeper
@@ -20,23 +24,38 @@ BM25_WEIGHTS = (8.0, 1.0, 1.5)
 
 def keyword_arm(
     conn: apsw.Connection,
-    match: str,
+    phrases: Sequence[str],
     *,
     package: str,
     depth: int = DEPTH,
     examples_only: bool = False,
     weights: tuple[float, float, float] = BM25_WEIGHTS,
+    package_stats: bool = True,
+    rescore: int = 1,
 ) -> list[tuple[int, float]]:
-    """(chunk id, bm25 score; lower is better) for a sanitized MATCH expression."""
-    w = ", ".join(str(float(x)) for x in weights)
-    sql = (
-        f"SELECT c.id, bm25(chunks_fts, {w}) AS score FROM chunks_fts"
-        " JOIN chunks c ON c.id = chunks_fts.rowid"
-        " WHERE chunks_fts MATCH ? AND c.package = ?"
-        + (" AND c.has_example = 1" if examples_only else "")
-        + " ORDER BY score LIMIT ?"
+    """(chunk id, bm25 score; lower is better) for sanitized phrases (`to_phrases`).
+
+    `package_stats`: BM25's document frequencies from the package's own docs, not from
+    every package in the index (see `index/bm25.py`).
+    """
+    if package_stats:
+        return chunks.package_keyword_hits(
+            conn,
+            phrases,
+            package=package,
+            depth=depth,
+            examples_only=examples_only,
+            weights=weights,
+            rescore=rescore,
+        )
+    return chunks.keyword_hits(
+        conn,
+        " OR ".join(phrases),
+        package=package,
+        depth=depth,
+        examples_only=examples_only,
+        weights=weights,
     )
-    return [(int(r[0]), float(r[1])) for r in conn.execute(sql, (match, package, depth))]
 
 
 def vector_arm(
@@ -48,10 +67,6 @@ def vector_arm(
     examples_only: bool = False,
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine distance) nearest first, inside the package partition."""
-    blob = np.asarray(query_vector, dtype=np.float32).reshape(-1).tobytes()
-    sql = (
-        f"SELECT rowid, distance FROM {CHUNK_VEC_TABLE}"
-        " WHERE embedding MATCH ? AND k = ? AND package = ?"
-        + (" AND has_example = 1" if examples_only else "")
+    return chunks.vector_hits(
+        conn, query_vector, package=package, depth=depth, examples_only=examples_only
     )
-    return [(int(r[0]), float(r[1])) for r in conn.execute(sql, (blob, depth, package))]

@@ -7,20 +7,24 @@ with near-duplicates and push other answers out; and chunks of project boilerpla
 
 Every stage degrades to the one beneath it with a Notice, never an exception:
 no embedder or another model's index -> keyword arm alone; no reranker or a failing one ->
-fused order; nothing matched -> empty results.
+fused order; nothing matched -> empty results. An absent reranker is said once per engine
+(one server session), on its first answer, not on every answer: it is the default state
+until the cross-encoder is fetched, and a notice repeated on every answer is noise.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from attrs import evolve, frozen
 
-from hexlocal_core.errors import HexlocalError, UserInputError
+from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
+from hexlocal_core.index import chunks
+from hexlocal_core.index.chunks import ChunkRow
 from hexlocal_core.index.store import Store
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker
@@ -35,7 +39,8 @@ from hexlocal_core.search.fusion import (
     rerank_fuse,
     rrf,
 )
-from hexlocal_core.search.sanitizer import to_match
+from hexlocal_core.search.query_shape import Shape, parse_error, shape_of
+from hexlocal_core.search.sanitizer import to_phrases
 
 log = logging.getLogger("hexlocal.search")
 
@@ -63,6 +68,45 @@ class SearchTuning:
     bm25: tuple[float, float, float] = BM25_WEIGHTS
     boilerplate_weight: float = BOILERPLATE_WEIGHT
     one_chunk_per_item: bool = True
+    bm25_package_stats: bool = True  # BM25 statistics per package (index/bm25.py)
+    bm25_rescore: int = 1  # candidates re-scored with them: this many times the depth
+    # Error pastes (see search/query_shape.py): search the cleaned message and the raising
+    # function, with the functions the message names as a third fused ranking.
+    error_queries: bool = True
+    error_exception_terms: bool = True  # keep the exception module among the FTS terms
+    named_weight: float = 1.0
+    # (fts, vector) weights per query shape; None: fts_weight / vec_weight for every shape.
+    shape_weights: tuple[tuple[str, float, float], ...] | None = None
+
+    def arm_weights(self, shape: Shape) -> tuple[float, float]:
+        for name, fts, vec in self.shape_weights or ():
+            if name == shape.value:
+                return fts, vec
+        return self.fts_weight, self.vec_weight
+
+
+@frozen
+class _Plan:
+    """What each arm reads for one query: the raw text, or the parts of an error paste."""
+
+    shape: Shape
+    fts_text: str
+    vec_text: str
+    named: tuple[Identifier, ...] = ()
+
+
+def plan_query(query: str, tuning: SearchTuning) -> _Plan:
+    shape = shape_of(query)
+    if shape is not Shape.ERROR or not tuning.error_queries:
+        return _Plan(shape, query, query)
+    parsed = parse_error(query)
+    words = [parsed.message, *parsed.functions]
+    if tuning.error_exception_terms:
+        words = [*parsed.exceptions, *words]
+    names = (*parsed.functions, *parsed.modules)
+    named = tuple(i for n in names if (i := parse_identifier(n)) is not None)
+    fts_text = " ".join(words).strip() or query
+    return _Plan(shape, fts_text, parsed.text or query, named)
 
 
 @frozen
@@ -97,15 +141,31 @@ class SearchEngine:
         self.reranker = reranker
         self.tuning = tuning or SearchTuning()
         self._warned: set[str] = set()
+        self._told_rerank_absent = False
 
-    def _warn_once(self, template: str, exc: Exception) -> None:
-        """Log a degradation once per engine; every result still carries its notice."""
-        message = template % (exc,)
+    def _warn_once(self, message: str, exc: BaseException | None = None) -> None:
+        """Log a degradation once per engine; every result still carries its notice.
+
+        An exception that is not a HexlocalError is a bug in an adapter: its traceback is
+        logged (once) so it can be fixed, while the answer still degrades.
+        """
         if message in self._warned:
             log.debug(message)
             return
         self._warned.add(message)
-        log.warning(message)
+        trace = exc is not None and not isinstance(exc, HexlocalError)
+        log.warning(message, exc_info=exc if trace else None)
+
+    def _rerank_absent(self, reason: ModelUnavailable | None = None) -> Notice | None:
+        """The short `rerank_unavailable` notice, on the first answer of this engine only."""
+        if self._told_rerank_absent:
+            return None
+        self._told_rerank_absent = True
+        if reason is None:
+            log.warning(notices.NO_RERANKER.message)
+        else:
+            log.warning("%s (%s)", notices.NO_RERANKER.message, reason)
+        return notices.NO_RERANKER
 
     def vector_status(self) -> Notice | None:
         """Why the vector arm cannot run, or None when it can."""
@@ -133,25 +193,32 @@ class SearchEngine:
         clock = _Clock()
         out_notices: list[Notice] = []
         t = time.perf_counter()
+        plan = plan_query(query, self.tuning)
 
         fts_ids: list[int] = []
         if mode != "vector":
-            fts_ids = await asyncio.to_thread(self._keyword, package, query, examples_only)
+            fts_ids = await asyncio.to_thread(self._keyword, package, plan.fts_text, examples_only)
         t = clock.lap("fts", t)
 
         vec_ids: list[int] = []
         if mode != "fts":
-            vec_ids, notice = await self._vector(package, query, examples_only, clock)
+            vec_ids, notice = await self._vector(package, plan.vec_text, examples_only, clock)
             if notice:
                 out_notices.append(notice)
         t = time.perf_counter()
 
-        pool = self._fuse(fts_ids, vec_ids)  # one indexed lookup: cheaper than a thread hop
+        named_ids = self._named(package, plan.named) if mode in ("rrf", "rerank") else []
+        # indexed lookups in this thread: cheaper than a thread hop
+        pool = self._fuse(fts_ids, vec_ids, named_ids, plan.shape)
         t = clock.lap("fuse", t)
 
         ranked = pool
         scores: dict[int, float] = {}
-        if mode == "rerank" and len(pool) > 1:
+        if mode == "rerank" and self.reranker is None:
+            notice = self._rerank_absent()
+            if notice:
+                out_notices.append(notice)
+        elif mode == "rerank" and len(pool) > 1:
             ranked, scores, notice = await self._rerank(query, pool)
             if notice:
                 out_notices.append(notice)
@@ -175,43 +242,52 @@ class SearchEngine:
         ids = await asyncio.to_thread(exact_chunk_ids, self.store.conn, package, ident)
         return tuple(self._hits(ids, [], [], [], {}, set(ids)))
 
-    def _fuse(self, fts_ids: list[int], vec_ids: list[int]) -> list[int]:
+    def _named(self, package: str, named: tuple[Identifier, ...]) -> list[int]:
+        """The first chunk of each function an error message names that this package has."""
+        found: list[int] = []
+        for ident in named:
+            found.extend(exact_chunk_ids(self.store.conn, package, ident, limit=1))
+        return list(dict.fromkeys(found))
+
+    def _fuse(
+        self,
+        fts_ids: list[int],
+        vec_ids: list[int],
+        named_ids: list[int] | None = None,
+        shape: Shape = Shape.PROSE,
+    ) -> list[int]:
         """RRF of the arms, boilerplate demoted, one chunk per item, cut to the pool size."""
         t = self.tuning
-        located = self._locate([*fts_ids, *vec_ids])
+        named_ids = named_ids or []
+        located = chunks.locate(self.store.conn, [*fts_ids, *vec_ids, *named_ids])
         scale = boilerplate_scale(
             {cid: page for cid, (_, page) in located.items()}, t.boilerplate_weight
         )
+        fts_weight, vec_weight = t.arm_weights(shape)
         fused = rrf(
-            [fts_ids, vec_ids], k=t.rrf_k, weights=[t.fts_weight, t.vec_weight], scale=scale
+            [fts_ids, vec_ids, named_ids],
+            k=t.rrf_k,
+            weights=[fts_weight, vec_weight, t.named_weight],
+            scale=scale,
         )
         if t.one_chunk_per_item:
             fused = one_per_key(fused, {cid: ref for cid, (ref, _) in located.items()})
         return fused[: t.pool]
 
-    def _locate(self, ids: list[int]) -> dict[int, tuple[str, str]]:
-        """(ref, page) of each chunk id, in one query."""
-        unique = list(dict.fromkeys(ids))
-        if not unique:
-            return {}
-        marks = ",".join("?" * len(unique))
-        sql = f"SELECT id, ref, page FROM chunks WHERE id IN ({marks})"
-        return {
-            int(r[0]): (str(r[1]), str(r[2])) for r in self.store.conn.execute(sql, tuple(unique))
-        }
-
     def _keyword(self, package: str, query: str, examples_only: bool) -> list[int]:
-        match = to_match(query)
-        if match is None:
+        phrases = to_phrases(query)
+        if not phrases:
             return []
         t = self.tuning
         found = keyword_arm(
             self.store.conn,
-            match,
+            phrases,
             package=package,
             depth=t.fts_depth,
             examples_only=examples_only,
             weights=t.bm25,
+            package_stats=t.bm25_package_stats,
+            rescore=t.bm25_rescore,
         )
         return [cid for cid, _ in found]
 
@@ -226,9 +302,9 @@ class SearchEngine:
         t = time.perf_counter()
         try:
             vector = await self.embedder.embed_query(query)
-        except HexlocalError as exc:
-            self._warn_once("query embedding failed: %s", exc)
-            return [], notices.embed_failed(str(exc))
+        except Exception as exc:  # noqa: BLE001 - an optional arm must not fail the answer
+            self._warn_once(f"query embedding failed: {exc}", exc)
+            return [], notices.embed_failed(str(exc) or type(exc).__name__)
         t = clock.lap("embed", t)
         found = await asyncio.to_thread(
             vector_arm,
@@ -245,23 +321,23 @@ class SearchEngine:
         self, query: str, pool: list[int]
     ) -> tuple[list[int], dict[int, float], Notice | None]:
         if self.reranker is None:
-            return pool, {}, notices.NO_RERANKER
+            return pool, {}, self._rerank_absent()
         rows = self.store.hydrate(pool)
         passages = [_passage(r) for r in rows]
         try:
             raw = await self.reranker.score(query, passages)
-        except HexlocalError as exc:
-            self._warn_once("rerank failed: %s", exc)
-            return pool, {}, notices.rerank_failed(str(exc))
-        if len(raw) != len(rows):
-            return (
-                pool,
-                {},
-                notices.rerank_failed(
-                    "the cross-encoder returned a score count that does not match"
-                ),
-            )
-        ids = [r["id"] for r in rows]
+        except ModelUnavailable as exc:
+            # Not on this machine yet (or being fetched): the state of a fresh install, not
+            # a failure. Asked again on every answer, so reranking starts once it arrives.
+            return pool, {}, self._rerank_absent(exc)
+        except Exception as exc:  # noqa: BLE001 - an optional stage must not fail the answer
+            self._warn_once(f"rerank failed: {exc}", exc)
+            return pool, {}, notices.rerank_failed(str(exc) or type(exc).__name__)
+        problem = _unusable_scores(raw, len(rows))
+        if problem is not None:
+            self._warn_once(f"rerank failed: {problem}")
+            return pool, {}, notices.rerank_failed(problem)
+        ids = [r.id for r in rows]
         scores = dict(zip(ids, (float(s) for s in raw), strict=True))
         return rerank_fuse(ids, [scores[i] for i in ids]), scores, None
 
@@ -277,7 +353,7 @@ class SearchEngine:
         hits = []
         for final_rank, row in enumerate(self.store.hydrate(ids), start=1):
             hit = hit_from_row(row)
-            cid = row["id"]
+            cid = row.id
             hits.append(
                 evolve(
                     hit,
@@ -299,29 +375,42 @@ def _rank(ids: list[int], cid: int) -> int | None:
         return None
 
 
-def _passage(row: dict[str, Any]) -> str:
-    head = row["title"]
-    if row.get("signature"):
-        head = f"{head} {row['signature']}"
-    return f"{head}\n{row['content'][:RERANK_PASSAGE_CHARS]}"
+def _unusable_scores(raw: Sequence[float], expected: int) -> str | None:
+    """Why the reranker's output cannot be used, or None when it can."""
+    if len(raw) != expected:
+        return f"the cross-encoder returned {len(raw)} scores for {expected} passages"
+    try:
+        finite = all(math.isfinite(float(s)) for s in raw)
+    except (TypeError, ValueError):
+        finite = False
+    if not finite:
+        return "the cross-encoder returned a score that is not a finite number"
+    return None
 
 
-def hit_from_row(row: dict[str, Any]) -> Hit:
+def _passage(row: ChunkRow) -> str:
+    head = row.title
+    if row.signature:
+        head = f"{head} {row.signature}"
+    return f"{head}\n{row.content[:RERANK_PASSAGE_CHARS]}"
+
+
+def hit_from_row(row: ChunkRow) -> Hit:
     return Hit(
-        chunk_id=int(row["id"]),
-        package=row["package"],
-        version=row["version"],
-        ref=row["ref"],
-        title=row["title"],
-        doc_type=row["doc_type"],
-        content=row["content"],
-        hexdocs_url=row["hexdocs_url"],
-        source_url=row["source_url"],
-        module=row["module"],
-        function=row["function"],
-        arity=row["arity"],
-        signature=row["signature"],
-        deprecated=row["deprecated"],
-        source=row["source"],
-        has_example=bool(row["has_example"]),
+        chunk_id=row.id,
+        package=row.package,
+        version=row.version,
+        ref=row.ref,
+        title=row.title,
+        doc_type=row.doc_type,
+        content=row.content,
+        hexdocs_url=row.hexdocs_url,
+        source_url=row.source_url,
+        module=row.module,
+        function=row.function,
+        arity=row.arity,
+        signature=row.signature,
+        deprecated=row.deprecated,
+        source=row.source,
+        has_example=row.has_example,
     )

@@ -8,6 +8,9 @@ import re
 import apsw
 from attrs import frozen
 
+from hexlocal_core.index import chunks
+from hexlocal_core.index.chunks import ItemQuery
+
 _IDENT = re.compile(
     r"""^\s*
     (?:(?P<kind>[ct]):)?                       # c: callback, t: type
@@ -50,38 +53,29 @@ def parse_identifier(query: str) -> Identifier | None:
     return Identifier(module, fun, int(arity) if arity else None, kinds.get(kind or ""))
 
 
+# What an identifier's kind means in stored doc types. A module's own docs are every chunk
+# of the module that is not one of its members.
+MEMBER_TYPES = ("function", "macro", "callback", "macrocallback", "type", "opaque")
+KIND_TYPES = {"callback": ("callback", "macrocallback"), "type": ("type", "opaque")}
+
+
+def item_query(ident: Identifier) -> ItemQuery:
+    """The stored item an identifier names, in the index's terms."""
+    if ident.is_module:
+        return ItemQuery(ident.module, not_doc_types=MEMBER_TYPES)
+    return ItemQuery(
+        ident.module,
+        ident.function,
+        ident.arity,
+        doc_types=KIND_TYPES.get(ident.kind or "", ()),
+    )
+
+
 def exact_chunk_ids(
     conn: apsw.Connection, package: str, ident: Identifier, *, limit: int = 20
 ) -> list[int]:
     """Chunk ids of the identified item (its own ref first, then its heading sub-items)."""
-    where = ["package = ?"]
-    params: list[object] = [package]
-    if ident.module:
-        where.append("module = ?")
-        params.append(ident.module)
-    if ident.is_module:
-        where.append(
-            "doc_type NOT IN ('function','macro','callback','macrocallback','type','opaque')"
-        )
-    else:
-        where.append("function = ?")
-        params.append(ident.function)
-        if ident.arity is not None:
-            where.append("arity = ?")
-            params.append(ident.arity)
-        if ident.kind == "callback":
-            where.append("doc_type IN ('callback','macrocallback')")
-        elif ident.kind == "type":
-            where.append("doc_type IN ('type','opaque')")
-    # The item's own ref first, then its heading sub-items, in document order.
-    if ident.is_module:
-        order = "CASE WHEN ref = ? THEN 0 ELSE 1 END, id"
-        params.append(f"{ident.module}.html")
-    else:
-        order = "CASE WHEN instr(substr(ref, instr(ref, '#') + 1), '-') > 0 THEN 1 ELSE 0 END, id"
-    sql = f"SELECT id FROM chunks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
-    params.append(limit)
-    return [int(r[0]) for r in conn.execute(sql, tuple(params))]
+    return chunks.exact_ids(conn, package, item_query(ident), limit=limit)
 
 
 def similar_titles(
@@ -90,18 +84,9 @@ def similar_titles(
     """Documented identifiers near one that is not: same name at other arities or in other
     modules, else the module's own functions. For a `not_found` notice that helps."""
     if ident.function:
-        sql = (
-            "SELECT DISTINCT title FROM chunks WHERE package = ? AND function = ?"
-            " AND instr(ref, '#') > 0 AND instr(substr(ref, instr(ref, '#') + 1), '-') = 0"
-            " ORDER BY module = ? DESC, title LIMIT ?"
-        )
-        found = [r[0] for r in conn.execute(sql, (package, ident.function, ident.module, limit))]
+        found = chunks.titles_named(conn, package, ident.function, ident.module, limit)
         if found:
             return found
     if ident.module:
-        sql = (
-            "SELECT DISTINCT title FROM chunks WHERE package = ? AND module = ?"
-            " AND instr(substr(ref, instr(ref, '#') + 1), '-') = 0 ORDER BY id LIMIT ?"
-        )
-        return [r[0] for r in conn.execute(sql, (package, ident.module, limit))]
+        return chunks.titles_in_module(conn, package, ident.module, limit)
     return []

@@ -11,10 +11,12 @@ NO_EMBEDDER = Notice(
     "`hexlocal models status`.",
 )
 
+# Short on purpose: it is the state of every install until the cross-encoder is fetched,
+# and the engine says it once per session (issue 15), so it must cost the reader little.
 NO_RERANKER = Notice(
     "rerank_unavailable",
-    "No cross-encoder is available, so results keep the fused retrieval order. "
-    "Run `hexlocal models pull` or set AI_RERANK_MODEL=off to silence this notice.",
+    "No cross-encoder yet, so results keep the fused order (`hexlocal models pull`; "
+    "AI_RERANK_MODEL=off silences this).",
 )
 
 

@@ -1,6 +1,6 @@
 """QuerySanitizer: any string in, a legal FTS5 MATCH expression (or None: skip the arm) out.
 
-Every term is a quoted phrase built only from tokens (see `tokens.py`), so no FTS5 syntax
+Every term is a quoted phrase built only from tokens (see `index/tokens.py`), so no FTS5 syntax
 (`*`, `NEAR(`, `:`, `^`, quotes, parentheses) can survive into the expression. Identifier-
 shaped words are emitted whole and split: `Req.merge/2` -> `"req merge/2" OR "req" OR
 "merge/2" OR "merge"`; bare arities never stand alone.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from hexlocal_core.search.tokens import split_parts, tokens
+from hexlocal_core.index.tokens import split_parts, tokens
 
 MAX_QUERY_CHARS = 2_000
 MAX_TERMS = 40
@@ -94,6 +94,12 @@ def is_identifier_like(word: str) -> bool:
 
 def to_match(query: str) -> str | None:
     """The FTS5 MATCH expression for a user query, or None when it has no searchable term."""
+    phrases = to_phrases(query)
+    return " OR ".join(phrases) if phrases else None
+
+
+def to_phrases(query: str) -> list[str]:
+    """The quoted FTS5 phrases (prefix marks included) that `to_match` ORs together."""
     text = query[:MAX_QUERY_CHARS]
     terms: dict[str, None] = {}
     fallback: dict[str, None] = {}
@@ -106,6 +112,4 @@ def to_match(query: str) -> str | None:
         if len(terms) >= MAX_TERMS:
             break
     chosen = list(terms or fallback)[:MAX_TERMS]
-    if not chosen:
-        return None
-    return " OR ".join(_quote(t) for t in chosen)
+    return [_quote(t) for t in chosen]

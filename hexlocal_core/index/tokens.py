@@ -1,5 +1,9 @@
 """The token rules shared by the FTS5 tokenizer and the query sanitizer.
 
+They live in `index/` because the schema (the FTS5 `tokenize=` option) and the stored
+`split_terms` column are built from them; `search/sanitizer.py` imports them from here, so
+imports point downward (search -> index), never from storage up to search.
+
 One source of truth: `_` and `/` are token characters, so `chunk_overlap` and `token/2`
 stay whole in the index; `.` and `:` are not (they end sentences), so `Boruta.Oauth` is two
 tokens. Because a whole identifier cannot match its own parts, every chunk also stores the

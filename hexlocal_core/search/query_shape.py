@@ -1,0 +1,164 @@
+"""What shape a query has, and what an error-message paste should be searched for.
+
+Agents send three shapes of query, and they fail differently (issue 16):
+
+* `identifier`: a pasted symbol (`Plug.Conn.put_resp_header/3`, `c:handle_begin/2`,
+  `:queue_target`, `mix ecto.gen.migration`, `--log-migrations-sql`): the words are the
+  docs' own words, so the keyword arm is the strong one.
+* `error`: a pasted error message (`** (Mod.Error) message`, a log line, a stack trace).
+  Most of its characters are noise to a search: PIDs, refs, paths, line numbers,
+  timestamps, the user's own struct dumps. The exception module names *what* went wrong,
+  but the item that explains the cause is usually the function that raised
+  (`no function clause matching in Plug.Conn.put_resp_header/3`) or the option the
+  message names; searching the raw paste lets the exception module's page win.
+* `prose`: a question in the user's own words (concept, how-do-I).
+
+Everything here is pure (text in, values out) and table-tested.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from attrs import frozen
+
+from hexlocal_core.search.exact import parse_identifier
+
+
+class Shape(StrEnum):
+    IDENTIFIER = "identifier"
+    ERROR = "error"
+    PROSE = "prose"
+
+
+@frozen
+class ErrorQuery:
+    """An error paste taken apart: what to search for instead of the raw text."""
+
+    exceptions: tuple[str, ...]  # `DBConnection.ConnectionError`, in order of appearance
+    message: str  # the cleaned message text: noise removed, exception modules kept out
+    functions: tuple[str, ...]  # `Mod.fun/2` the message or the top stack frames name
+    # Modules the message names (`protocol Jason.Encoder not implemented`), not the
+    # exception itself and not struct dumps (`%Plug.Conn{...}` is a value, not a cause).
+    modules: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """What the arms read: the exception, then the message and the functions."""
+        return " ".join([*self.exceptions, self.message, *self.functions]).strip()
+
+
+# `** (Mod.Error) message`: how Elixir prints an uncaught exception (also inside log lines).
+_EXCEPTION = re.compile(r"\*\*\s*\((?P<mod>(?:[A-Z]\w*\.)*[A-Z]\w*)\)")
+_ERROR_HINTS = re.compile(
+    r"\*\*\s*\(|#PID<|#Reference<|\[(?:error|warning|warn)\]|^\s*(?:error|warning):"
+    r"|\b\w+\.exs?:\d+|\(stdlib [\d.]+\)|\(elixir [\d.]+\)|\bstacktrace\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Noise: values that differ on every run and never appear in docs the way they are printed.
+_NOISE = (
+    re.compile(r"#(?:PID|Reference|Port|Function)<[^>]*>"),  # #PID<0.123.0>
+    re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
+    re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b"),  # 09:41:54.123
+    re.compile(r"\[(?:debug|info|notice|warning|warn|error|critical|alert|emergency)\]", re.I),
+    re.compile(r"\((?:[a-z_]\w*) [\d.]+(?:-[\w.]+)?\)"),  # (plug 1.19.2) in stack frames
+    re.compile(r"(?:[\w.\-~]*/)+[\w.\-]+\.(?:exs?|erl|hrl|eex|heex|leex|c|h):?\d*:?"),  # paths
+    re.compile(r"\b[\w\-]+\.(?:exs?|erl):\d+:?"),  # foo.ex:12:
+    re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b"),  # hex ids, hashes
+    re.compile(r"(?<![\w./])-?\d+(?:\.\d+)?(?=ms\b|s\b|\b)"),  # numbers (units stay words)
+)
+# `Mod.fun/2` anywhere in the text, and `fun/2` after "in" / "function" in a message.
+_MFA = re.compile(r"(?<![\w.])(?:[A-Z]\w*\.)+[a-z_]\w*[?!]?/\d+")
+# Erlang calls, as Erlang (`ets:lookup/2`) or Elixir (`:ets.lookup/2`) prints them.
+_ERLANG_MFA = re.compile(
+    r"(?<![\w.]):?[a-z]\w*:[a-z_]\w*/\d+|(?<![\w.]):[a-z]\w*\.[a-z_]\w*[?!]?/\d+"
+)
+_STACK_FRAME = re.compile(r"^\s*(?:\([a-z_]\w* [\d.]+[^)]*\)\s+)?\S+\.(?:exs?|erl):\d+:", re.M)
+_SPACES = re.compile(r"[ \t]+")
+_MAX_FRAMES = 3  # the raising function is at the top; deeper frames are the user's app
+
+
+def shape_of(query: str) -> Shape:
+    """identifier | error | prose (see the module docstring)."""
+    text = query.strip()
+    if _ERROR_HINTS.search(text):
+        return Shape.ERROR
+    if _looks_like_identifier(text):
+        return Shape.IDENTIFIER
+    return Shape.PROSE
+
+
+_OPTION = re.compile(r"^:?[a-z_][\w]*[?!]?:?$")  # :queue_target, stale_error_field
+_FLAG = re.compile(r"^--?[a-z][\w-]*(?:[ =]\S+)?$")  # --log-migrations-sql
+_MIX_TASK = re.compile(r"^mix\s+[a-z_][\w.]*(?:\s+--?[\w-]+)*$")  # mix ecto.gen.migration
+
+
+def _looks_like_identifier(text: str) -> bool:
+    if parse_identifier(text) is not None:
+        return True
+    if _MIX_TASK.match(text) or _FLAG.match(text):
+        return True
+    if " " in text:
+        return False
+    # A lone word is an identifier only if it is shaped like one (snake_case, :atom,
+    # erlang:call/1, a dotted name); `authentication` is a one-word question.
+    return bool(
+        (_OPTION.match(text) and ("_" in text or text.startswith(":")))
+        or _ERLANG_MFA.fullmatch(text)
+        or re.fullmatch(r"[\w.:/?!]+", text)
+        and re.search(r"[._:/]", text)
+    )
+
+
+def parse_error(query: str) -> ErrorQuery:
+    """The parts of an error paste worth searching for (call it on ERROR-shaped queries)."""
+    exceptions = tuple(dict.fromkeys(m.group("mod") for m in _EXCEPTION.finditer(query)))
+    functions = _raising_functions(query)
+    text = _EXCEPTION.sub(" ", query)
+    modules = _named_modules(_without_values(_STACK_FRAME.sub(" ", text)), exceptions)
+    for pattern in _NOISE:
+        text = pattern.sub(" ", text)
+    message = _SPACES.sub(" ", " ".join(line.strip() for line in text.splitlines() if line.strip()))
+    return ErrorQuery(exceptions, message.strip(), functions, modules)
+
+
+def _raising_functions(query: str) -> tuple[str, ...]:
+    """Functions the message names, then those of the first stack frames, deduplicated."""
+    named: list[str] = []
+    frames = [m.end() for m in _STACK_FRAME.finditer(query)][:_MAX_FRAMES]
+    frame_text = " ".join(_rest_of_line(query, end) for end in frames)
+    body = _STACK_FRAME.sub(" ", query)
+    for source in (body, frame_text):
+        named.extend(m.group(0) for m in _MFA.finditer(source))
+        named.extend(m.group(0).lstrip(":") for m in _ERLANG_MFA.finditer(source))
+    return tuple(dict.fromkeys(named))
+
+
+_MODULE = re.compile(r"(?<![\w.%])(?:[A-Z]\w*\.)*[A-Z]\w*(?![\w.{(])")
+
+
+def _without_values(text: str) -> str:
+    """The text without struct, map and tuple dumps (`%Plug.Conn{...}`, `{:ok, ...}`):
+    the modules inside a value are data, not what the message is about."""
+    out: list[str] = []
+    depth = 0
+    for char in text:
+        if char == "{":
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+    return "".join(out)
+
+
+def _named_modules(text: str, exceptions: tuple[str, ...]) -> tuple[str, ...]:
+    """Dotted module names in the message text (`Jason.Encoder`), in order."""
+    found = [m.group(0) for m in _MODULE.finditer(text)]
+    return tuple(dict.fromkeys(m for m in found if "." in m and m not in exceptions))
+
+
+def _rest_of_line(text: str, start: int) -> str:
+    end = text.find("\n", start)
+    return text[start : end if end >= 0 else len(text)]
