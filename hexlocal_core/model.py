@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from attrs import field, frozen
+from attrs import asdict, field, frozen
 
 
 def sha256_text(text: str) -> str:
@@ -91,9 +91,22 @@ class Notice:
 
 
 @frozen
-class PackageRef:
+class LockEntry:
+    """One dependency pinned by mix.lock.
+
+    `name` is the lock key (the OTP application name). For Hex deps `package` is the name
+    on Hex, which can differ (`"eini": {:hex, :eini_beam, ...}`).
+    """
+
     name: str
-    version: str
+    kind: str  # "hex" | "git" | "path", or another SCM's name as written
+    version: str | None = None  # Hex deps only; surrounding whitespace removed
+    package: str | None = None  # the Hex package name (Hex deps only)
+    repo: str | None = None  # Hex repository ("hexpm", "hexpm:org") or the git URL
+    ref: str | None = None  # the locked git revision
+    path: str | None = None  # path deps
+    options: Mapping[str, Any] = field(factory=dict)  # git options, Hex checksums, managers
+    deps: tuple[str, ...] = ()
 
 
 @frozen
@@ -102,7 +115,7 @@ class ResolvedVersion:
     version: str
     source: VersionSource
     detail: str = ""  # e.g. the mix.lock path that pinned it
-    lock_entry: Any = None  # versions.LockEntry when the lock pinned it (git/path deps matter)
+    lock_entry: LockEntry | None = None  # when mix.lock pinned it (git/path deps matter)
     notices: tuple[Notice, ...] = ()
 
 
@@ -185,8 +198,6 @@ class Hit:
     exact: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        from attrs import asdict
-
         return asdict(self)
 
 
@@ -199,7 +210,7 @@ class SearchResult:
     notices: tuple[Notice, ...] = ()
     version_source: str | None = None
     timings_ms: Mapping[str, float] = field(factory=dict)
-    ingestion: Mapping[str, Any] | None = None  # progress when the answer waits on a job
+    ingestion: JobStatus | None = None  # where the job stands when the answer waits on it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -209,7 +220,7 @@ class SearchResult:
             "version_source": self.version_source,
             "results": [h.to_dict() for h in self.hits],
             "notices": [n.to_dict() for n in self.notices],
-            "ingestion": dict(self.ingestion) if self.ingestion else None,
+            "ingestion": self.ingestion.to_dict() if self.ingestion else None,
         }
 
 
@@ -226,21 +237,121 @@ class IndexedPackage:
     embed_model: str | None = None
 
 
+class Phase(StrEnum):
+    """Where an ingestion job is, in order; the last three are final."""
+
+    RESOLVING = "resolving"
+    DOWNLOADING = "downloading"
+    PARSING = "parsing"
+    CHUNKING = "chunking"
+    EMBEDDING = "embedding"
+    WRITING = "writing"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 @frozen
 class IngestProgress:
-    """Reported through a callback while a job runs."""
+    """Pushed to every listener of a job each time it moves."""
 
     package: str
     version: str
-    phase: str  # resolving | downloading | parsing | embedding | writing | done | failed
+    phase: Phase
     items: int = 0
     chunks_total: int = 0
     chunks_embedded: int = 0
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        from attrs import asdict
+        return {**asdict(self), "phase": str(self.phase)}
 
+
+@frozen
+class JobStatus:
+    """Where one package's ingestion stands: a job of this process, or what the index holds.
+
+    `state` is running | done | failed | cancelled for a job, indexed | not indexed otherwise.
+    """
+
+    package: str
+    state: str
+    version: str | None = None
+    phase: Phase | None = None
+    chunks_embedded: int = 0
+    chunks_total: int = 0
+    elapsed_s: float | None = None
+    error: str | None = None
+    progress: IngestProgress | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"package": self.package, "state": self.state}
+        if self.version is not None:
+            out["version"] = self.version
+        if self.elapsed_s is not None:
+            out["elapsed_s"] = self.elapsed_s
+            out["progress"] = self.progress.to_dict() if self.progress else None
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+class SyncState(StrEnum):
+    """Where one package the project runs stands (`Hexlocal.project_packages`)."""
+
+    INDEXED = "indexed"  # at the version the project runs (or, unlocked, at any version)
+    INDEXING = "indexing"  # a job is running now
+    QUEUED = "queued"  # `sync` will index it, in turn (a search starts it at once)
+    FAILED = "failed"  # the last attempt failed; `reason` says why
+    SKIPPED = "skipped"  # sync cannot index it (an uncompiled git dep, a bad lock entry)
+    OUTDATED = "outdated"  # indexed at another version than the project runs; not queued
+    NOT_INDEXED = "not indexed"  # the project runs it; nothing is indexed or queued
+
+
+@frozen
+class PackageState:
+    """One package the project runs (mix.lock's deps, Elixir's own apps), or one indexed
+    that the project does not run (`kind` None), with where its indexing stands."""
+
+    name: str
+    state: SyncState
+    kind: str | None = None  # hex | git | path | elixir; None: indexed but not locked
+    locked_version: str | None = None  # the version the project runs
+    indexed_version: str | None = None
+    chunks: int = 0  # chunks indexed
+    phase: Phase | None = None  # INDEXING: the job's phase
+    chunks_embedded: int = 0  # INDEXING: the job's progress
+    chunks_total: int = 0
+    reason: str | None = None  # FAILED / SKIPPED: why; QUEUED: why it waits, if it does
+
+    @property
+    def locked(self) -> bool:
+        return self.kind is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["state"] = str(self.state)
+        out["phase"] = str(self.phase) if self.phase else None
+        out["locked"] = self.locked
+        return out
+
+
+@frozen
+class Diagnostics:
+    """Facts about the running engine for `doctor` and logs."""
+
+    database_path: str
+    project_root: str
+    schema_version: int
+    schema_known: int
+    sqlite: str
+    packages: int
+    chunks: int
+    embedding_model: str | None
+    embedding_dims: int | None
+    settings_warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

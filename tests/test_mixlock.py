@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -10,14 +11,22 @@ from typing import Any
 import pytest
 
 from hexlocal_core.mixlock import (
+    MAX_LOCK_BYTES,
     Atom,
+    BigNumber,
     LockEntry,
+    LockTooLarge,
     MalformedLock,
     find_lock,
+    find_mix_root,
+    load_lock,
     parse_elixir_term,
     parse_lock,
+    parse_lock_file,
+    project_dirs,
     read_lock,
 )
+from hexlocal_core.versions import files, lockfile
 
 LOCKS = {
     "phoenixframework_phoenix.mix.lock": 40,
@@ -251,3 +260,142 @@ def test_find_lock_ignores_an_ancestor_that_is_not_a_mix_project(tmp_path: Path)
     _touch(tmp_path / "mix.lock")  # a stray lock with no mix.exs beside it
     _touch(tmp_path / "project" / "mix.exs")
     assert find_lock(tmp_path / "project") is None
+
+
+def test_find_lock_from_a_deep_subfolder(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    _touch(root / ".git" / "HEAD")
+    _touch(root / "mix.exs")
+    lock = _touch(root / "mix.lock")
+    deep = root / "lib" / "my_app" / "live" / "components" / "forms" / "inputs"
+    deep.mkdir(parents=True)
+    assert find_lock(deep) == lock  # six levels: the old walk gave up after four
+    assert find_mix_root(deep) == root
+
+
+def test_find_lock_stops_at_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _touch(tmp_path / "mix.exs")
+    _touch(tmp_path / "mix.lock")  # above home: never the project's
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    project = home / "code" / "lib"
+    project.mkdir(parents=True)
+    assert find_lock(project) is None
+    assert [d.name for d in project_dirs(project)] == ["lib", "code", "home"]
+
+
+# --------------------------------------------------------------------------- hostile terms
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ('"\\u{D800}"', "surrogate"),
+        ("0x_", "malformed number"),
+        ("%{{[1]} => 2}", "cannot be a key"),
+        ("[" + "1," * 50 + "]", "more than 40 tokens"),
+    ],
+)
+def test_hostile_terms_are_malformed_locks(text: str, what: str) -> None:
+    with pytest.raises(MalformedLock, match=re.escape(what)):
+        parse_elixir_term(text, source="mix.lock", max_tokens=40)
+
+
+def test_a_huge_integer_stays_text() -> None:
+    digits = "9" * 5000  # int() would raise ValueError past 4300 digits
+    assert parse_elixir_term(f"[{digits}, 12]") == [BigNumber(digits), 12]
+
+
+def test_a_malformed_entry_leaves_the_others_usable() -> None:
+    text = '%{"ok": {:hex, :ok, "1.0.0"}, "big": {:hex, :big, ' + "9" * 5000 + "}, 7 => 1}"
+    lock = parse_lock_file(text, source="/p/mix.lock")
+    assert list(lock.entries) == ["ok"]
+    assert set(lock.problems) == {"big", "7"}
+    assert "version should be a str" in lock.problems["big"] and len(lock.problems["big"]) < 300
+    with pytest.raises(MalformedLock, match="'big'"):
+        parse_lock(text, source="/p/mix.lock")  # the strict reader still refuses it
+
+
+def test_messages_do_not_echo_megabytes() -> None:
+    with pytest.raises(MalformedLock) as caught:
+        parse_elixir_term('%{"a": 1 "' + "x" * 1_000_000 + '"}')
+    assert "expected ',' or '}'" in str(caught.value) and len(str(caught.value)) < 300
+
+
+def test_a_version_is_stripped() -> None:
+    entries = parse_lock('%{"jason": {:hex, :jason, " 1.4.4\\n"}}')
+    assert entries["jason"].version == "1.4.4"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def test_read_lock_refuses_a_lock_over_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "mix.lock"
+    path.write_text("%{" + " " * MAX_LOCK_BYTES + "}")
+    with pytest.raises(LockTooLarge, match=r"more than the 2 MiB"):
+        read_lock(path)
+
+
+def test_read_lock_refuses_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    with pytest.raises(MalformedLock, match="not a regular file"):
+        read_lock(tmp_path)
+
+
+def _old(path: Path) -> None:
+    """Moves the mtime out of the racy window; the ctime stays now."""
+    past = path.stat().st_mtime - 3600
+    os.utime(path, (past, past))
+
+
+@pytest.fixture
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    reads: list[Path] = []
+    real = files.read_regular
+
+    def counting(path: Path, max_bytes: int) -> bytes:
+        reads.append(path)
+        return real(path, max_bytes)
+
+    monkeypatch.setattr(lockfile, "read_regular", counting)
+    return reads
+
+
+def test_an_unchanged_lock_is_parsed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted_reads: list[Path]
+) -> None:
+    monkeypatch.setattr(lockfile, "RACY_WINDOW_NS", -(10**12))  # the ctime is now, too
+    path = tmp_path / "mix.lock"
+    path.write_text('%{"a": {:hex, :a, "1.0.0"}}')
+    first, second = load_lock(path), load_lock(path)
+    assert second is first and counted_reads == [path]
+
+    path.write_text('%{"a": {:hex, :a, "2.0.0"}}')  # same size; a new mtime, set apart
+    _old(path)
+    assert load_lock(path).entries["a"].version == "2.0.0"
+    assert counted_reads == [path, path]
+
+
+def test_a_lock_changed_just_now_is_read_every_time(
+    tmp_path: Path, counted_reads: list[Path]
+) -> None:
+    # Within the racy window a second same-size write could keep every stat field.
+    path = tmp_path / "mix.lock"
+    path.write_text('%{"a": {:hex, :a, "1.0.0"}}')
+    load_lock(path)
+    load_lock(path)
+    assert counted_reads == [path, path]
+
+
+def test_a_malformed_lock_is_cached_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counted_reads: list[Path]
+) -> None:
+    monkeypatch.setattr(lockfile, "RACY_WINDOW_NS", -(10**12))
+    path = tmp_path / "mix.lock"
+    path.write_text("%{ broken")
+    for _ in range(3):
+        with pytest.raises(MalformedLock, match="mix.lock:1:4"):
+            load_lock(path)
+    assert counted_reads == [path]

@@ -23,10 +23,12 @@ from hexlocal_core.model import HexPackageInfo, HexRelease, VersionSource
 from hexlocal_core.versions import (
     build_version,
     is_stable,
+    lockfile,
     nearest_versions,
     parse_version,
     pick_latest,
     pinned_elixir,
+    probes,
     resolve_version,
     try_parse_version,
     validate_package_name,
@@ -395,7 +397,7 @@ async def test_a_hanging_elixir_is_abandoned(
 ) -> None:
     fake_elixir(tmp_path / "bin", "exec sleep 30\n")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin:/bin")
-    monkeypatch.setattr(versions, "ELIXIR_VERSION_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(probes, "ELIXIR_VERSION_TIMEOUT_S", 0.3)
     with pytest.raises(UserInputError, match="Pass a version"):
         await resolve_version("mix", None, project_root=project, registry=NoRegistry())
 
@@ -426,6 +428,7 @@ async def test_lock_pin_wins_even_as_a_downgrade(
     resolved = await resolve_version("jason", None, project_root=project, registry=hex_client)
     assert (resolved.version, resolved.source) == ("1.2.2", VersionSource.MIX_LOCK)
     assert resolved.detail == str(lock)
+    assert resolved.lock_entry is not None
     assert resolved.lock_entry.version == "1.2.2" and resolved.lock_entry.kind == "hex"
     assert fake_hex.requests == []  # a lock hit needs no network
 
@@ -460,6 +463,7 @@ async def test_lock_matches_a_hex_package_named_unlike_its_app(project: Path) ->
         project, '  "eini": {:hex, :eini_beam, "2.2.4", "ab", [:rebar3], [], "hexpm", "cd"},\n'
     )
     resolved = await resolve_version("eini_beam", None, project_root=project, registry=NoRegistry())
+    assert resolved.lock_entry is not None
     assert (resolved.version, resolved.lock_entry.name) == ("2.2.4", "eini")
 
 
@@ -499,6 +503,7 @@ async def test_git_dep_takes_its_version_from_build(project: Path) -> None:
     write_app(project, "req", "0.8.0-rc.0")
     resolved = await resolve_version("req", None, project_root=project, registry=NoRegistry())
     assert (resolved.version, resolved.source) == ("0.8.0-rc.0", VersionSource.BUILD)
+    assert resolved.lock_entry is not None
     assert resolved.lock_entry.kind == "git" and resolved.lock_entry.ref == "abc123"
     assert [n.code for n in resolved.notices] == ["not_hex_dependency"]
 
@@ -509,6 +514,7 @@ async def test_uncompiled_git_dep_falls_back_to_hex_latest(
     write_lock(project, '  "req": {:git, "https://github.com/wojtekmach/req.git", "abc123", []},\n')
     resolved = await resolve_version("req", None, project_root=project, registry=hex_client)
     assert (resolved.version, resolved.source) == ("0.7.3", VersionSource.HEX_LATEST)
+    assert resolved.lock_entry is not None
     assert resolved.lock_entry.kind == "git"
     [notice] = resolved.notices
     assert notice.code == "not_hex_dependency" and "mix compile" in notice.message
@@ -525,6 +531,7 @@ async def test_livebook_git_dep_unknown_to_hex(
         await resolve_version("elixirkit", None, project_root=project, registry=hex_client)
     write_app(project, "elixirkit", "0.1.0")
     resolved = await resolve_version("elixirkit", None, project_root=project, registry=hex_client)
+    assert resolved.lock_entry is not None
     assert (resolved.version, resolved.lock_entry.repo) == (
         "0.1.0",
         "https://github.com/livebook-dev/elixirkit.git",
@@ -622,3 +629,78 @@ async def test_invalid_name_fails_before_any_lookup(
     with pytest.raises(UserInputError, match="did you mean 'phoenix_html'"):
         await resolve_version("Phoenix.HTML", None, project_root=project, registry=hex_client)
     assert fake_hex.requests == []
+
+
+# --------------------------------------------------------------------------- from a subfolder
+
+
+async def test_a_subfolder_of_the_project_uses_its_lock(project: Path) -> None:
+    lock = jason_lock(project, "1.4.4")
+    deep = project / "lib" / "my_app" / "live" / "components" / "forms"
+    deep.mkdir(parents=True)
+    resolved = await resolve_version("jason", None, project_root=deep, registry=NoRegistry())
+    assert (resolved.version, resolved.source, resolved.detail) == (
+        "1.4.4",
+        VersionSource.MIX_LOCK,
+        str(lock),
+    )
+
+
+async def test_a_subfolder_of_an_umbrella_child_uses_the_root_lock(project: Path) -> None:
+    lock = jason_lock(project, "1.4.4")
+    child = project / "apps" / "web"
+    (child / "lib" / "web" / "live").mkdir(parents=True)
+    (child / "mix.exs").write_text("")
+    resolved = await resolve_version(
+        "jason", None, project_root=child / "lib" / "web" / "live", registry=NoRegistry()
+    )
+    assert (resolved.version, resolved.detail) == ("1.4.4", str(lock))
+
+
+async def test_a_subfolder_finds_build_without_a_lock(project: Path) -> None:
+    (project / "mix.exs").write_text("")
+    app = write_app(project, "decimal", "2.3.0")
+    sub = project / "test" / "support"
+    sub.mkdir(parents=True)
+    resolved = await resolve_version("decimal", None, project_root=sub, registry=NoRegistry())
+    assert (resolved.version, resolved.source, resolved.detail) == (
+        "2.3.0",
+        VersionSource.BUILD,
+        str(app),
+    )
+
+
+async def test_a_subfolder_finds_the_projects_elixir_pin(project: Path) -> None:
+    (project / ".tool-versions").write_text("elixir 1.18.4-otp-27\n")
+    deep = project / "lib" / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    resolved = await resolve_version("logger", None, project_root=deep, registry=NoRegistry())
+    assert (resolved.version, resolved.detail) == ("1.18.4", str(project / ".tool-versions"))
+
+
+async def test_the_walk_stops_at_the_vcs_root(tmp_path: Path, hex_client: HexClient) -> None:
+    jason_lock(tmp_path, "1.2.2")  # above the checkout: not this project's
+    repo = tmp_path / "checkout"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "lib").mkdir()
+    resolved = await resolve_version("jason", None, project_root=repo / "lib", registry=hex_client)
+    assert (resolved.version, resolved.source) == ("1.4.5", VersionSource.HEX_LATEST)
+
+
+async def test_a_lock_changed_between_calls_changes_the_answer_at_once(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Even with the parse cached (the racy window off), an edit is seen on the next call.
+    monkeypatch.setattr(lockfile, "RACY_WINDOW_NS", -(10**12))
+    lock = jason_lock(project, "1.4.4")
+    first = await resolve_version("jason", None, project_root=project, registry=NoRegistry())
+    jason_lock(project, "1.2.2")
+    past = lock.stat().st_mtime - 60  # a distinct mtime, however coarse the clock
+    os.utime(lock, (past, past))
+    second = await resolve_version("jason", None, project_root=project, registry=NoRegistry())
+    assert [first.version, second.version] == ["1.4.4", "1.2.2"]
+
+
+def test_a_stray_byte_in_tool_versions_does_not_hide_the_pin(project: Path) -> None:
+    (project / ".tool-versions").write_bytes(b"# caf\xe9\nelixir 1.18.4-otp-27\n")
+    assert pinned_elixir(project)[:2] == ("1.18.4", project / ".tool-versions")
