@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from attrs import field, frozen
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from hexlocal_core.model import Chunk, DocItem
+from hexlocal_core.ingest.cancel import checkpoint
+from hexlocal_core.ingest.untrusted import clip
+from hexlocal_core.model import Chunk, DocItem, Notice
 
 # Bump whenever the same markdown would be cut differently: stored chunks are rebuilt.
 CHUNKER_VERSION = 1
@@ -40,10 +42,23 @@ CHUNKER_VERSION = 1
 DEFAULT_MAX_CHARS = 900
 DEFAULT_MIN_CHARS = 250
 DEFAULT_MAX_CODE_CHARS = 750
+# Bounds for hostile docs (a docs tarball is remote input). The corpus's largest item is
+# 14.5 KB and 22 chunks, its largest package (elixir 1.18) 4973 chunks; 10k nested list
+# levels made one 100 MB item and 116k chunks. Past a bound the item (or package) is cut
+# short and a notice says so; the chunks kept are still slices of the published text.
+MAX_ITEM_CHARS = 1_000_000
+# markdown-it costs up to ~60 us per line (200k heading lines: 12 s), so lines are bounded
+# too. The corpus's largest item has 411 lines, its largest package 46k lines, 1.8 MB.
+MAX_ITEM_LINES = 20_000
+MAX_CHUNKS_PER_ITEM = 1_200
+MAX_CHUNKS_PER_PACKAGE = 50_000
+MAX_PACKAGE_LINES = 150_000
+MAX_PACKAGE_CHARS = 20_000_000
 
 _CODE_TOKENS = frozenset({"fence", "code_block"})
 _LIST_TOKENS = frozenset({"bullet_list_open", "ordered_list_open"})
-_IEX_PROMPT = re.compile(r"\biex(?:\([^)\n]*\))?>")
+# The bounded repeat keeps a long line of "iex(iex(iex(" linear (unbounded it was quadratic).
+_IEX_PROMPT = re.compile(r"\biex(?:\([^)\n]{0,64}\))?>")
 # A typespec block (the parser puts specs above undocumented items) is code, not an example.
 _SPEC = re.compile(r"^\s*(?:@|-)(?:spec|type|typep|opaque|callback|macrocallback)\b")
 
@@ -76,10 +91,10 @@ class _Layout:
         # stay the line numbers of split("\n").
         self.tokens = parser.parse(text.replace("\r", " "))
         code = [t for t in self.tokens if t.type in _CODE_TOKENS and t.map is not None]
-        self.code_lines = [(t.map[0], t.map[1]) for t in code if t.map is not None]
-        self.example_lines = [
-            (t.map[0], t.map[1]) for t in code if t.map is not None and not _SPEC.match(t.content)
-        ]
+        self._code = _LineRanges([t.map for t in code if t.map is not None])
+        self._examples = _LineRanges(
+            [t.map for t in code if t.map is not None and not _SPEC.match(t.content)]
+        )
 
     def offset(self, line: int) -> int:
         return self.starts[min(line, len(self.starts) - 1)]
@@ -89,8 +104,27 @@ class _Layout:
 
     def has_code(self, start: int, end: int, *, examples_only: bool = False) -> bool:
         first, last = self.line_of(start), self.line_of(max(start, end - 1))
-        ranges = self.example_lines if examples_only else self.code_lines
-        return any(a <= last and b > first for a, b in ranges)
+        return (self._examples if examples_only else self._code).overlaps(first, last)
+
+
+class _LineRanges:
+    """Line ranges [a, b) answering "does any range touch lines first..last?" in O(log n).
+
+    Scanning every code range per block made 200k fence lines cost over four minutes.
+    """
+
+    def __init__(self, ranges: list[list[int]]) -> None:
+        pairs = sorted((a, b) for a, b in ranges)
+        self._starts = [a for a, _ in pairs]
+        self._max_end: list[int] = []  # the largest end among the ranges up to i
+        top = -1
+        for _, b in pairs:
+            top = max(top, b)
+            self._max_end.append(top)
+
+    def overlaps(self, first: int, last: int) -> bool:
+        i = bisect.bisect_right(self._starts, last) - 1  # the ranges starting by `last`
+        return i >= 0 and self._max_end[i] > first
 
 
 def _top_blocks(tokens: list[Token]) -> list[tuple[int, Token]]:
@@ -116,6 +150,97 @@ def _list_item_lines(tokens: list[Token], open_index: int) -> list[int]:
 
 
 @frozen
+class ItemChunks:
+    """One item's chunks; `truncated` when a bound cut the item short."""
+
+    chunks: list[Chunk]
+    truncated: bool
+
+
+@frozen
+class ChunkedItems:
+    """The chunks of a package's items, and which items the bounds cut short or left out."""
+
+    chunks: list[Chunk]
+    truncated_refs: tuple[str, ...] = ()
+    items_left_out: int = 0
+
+    def notices(self, package: str, version: str) -> tuple[Notice, ...]:
+        """One `docs_truncated` notice when anything was cut, else none."""
+        if not self.truncated_refs and not self.items_left_out:
+            return ()
+        parts = []
+        if self.truncated_refs:
+            shown = ", ".join(clip(ref, 80) for ref in self.truncated_refs[:3])
+            more = " ..." if len(self.truncated_refs) > 3 else ""
+            parts.append(f"{len(self.truncated_refs)} item(s) were cut short ({shown}{more})")
+        if self.items_left_out:
+            parts.append(f"{self.items_left_out} item(s) were left out")
+        return (
+            Notice(
+                code="docs_truncated",
+                message=(
+                    f"The docs of {package} {version} are far larger than any real package's: "
+                    f"{' and '.join(parts)} to keep ingestion bounded "
+                    f"({MAX_ITEM_CHARS} characters, {MAX_ITEM_LINES} lines or "
+                    f"{MAX_CHUNKS_PER_ITEM} chunks per item; {MAX_PACKAGE_LINES} lines, "
+                    f"{MAX_PACKAGE_CHARS} characters or {MAX_CHUNKS_PER_PACKAGE} chunks per "
+                    "package)."
+                ),
+            ),
+        )
+
+
+def _bounded_end(text: str, max_chars: int, max_lines: int) -> int:
+    """Where to cut `text` to keep at most `max_chars` characters and `max_lines` lines
+    (after a newline when there is one), or `len(text)` when it is within both."""
+    end = len(text)
+    if end > max_chars:
+        end = text.rfind("\n", 0, max_chars) + 1 or max_chars
+    if text.count("\n", 0, end) >= max_lines:
+        pos = -1
+        for _ in range(max_lines):
+            pos = text.find("\n", pos + 1)
+        end = pos + 1
+    return end
+
+
+def chunk_items(
+    items: Iterable[DocItem],
+    chunker: SectionChunker | None = None,
+    *,
+    max_chunks: int = MAX_CHUNKS_PER_PACKAGE,
+    max_lines: int = MAX_PACKAGE_LINES,
+    max_chars: int = MAX_PACKAGE_CHARS,
+) -> ChunkedItems:
+    """Chunk every item within the package's bounds (chunks, and lines and characters
+    parsed); items past a bound are left out and counted."""
+    chunker = chunker or SectionChunker()
+    out: list[Chunk] = []
+    truncated: list[str] = []
+    left_out = 0
+    for item in items:
+        checkpoint()
+        room = max_chunks - len(out)
+        size = min(len(item.markdown), chunker.max_item_chars)
+        lines = min(item.markdown.count("\n", 0, size) + 1, chunker.max_item_lines)
+        if room <= 0 or lines > max_lines or size > max_chars:
+            left_out += 1
+            continue
+        max_lines -= lines
+        max_chars -= size
+        found = chunker.chunk_bounded(item)
+        chunks = found.chunks
+        if len(chunks) > room:
+            chunks = chunks[:room]
+            truncated.append(item.ref)
+        elif found.truncated:
+            truncated.append(item.ref)
+        out.extend(chunks)
+    return ChunkedItems(out, tuple(truncated), left_out)
+
+
+@frozen
 class SectionChunker:
     """Structure-first chunker; see the module docstring for the rules and defaults."""
 
@@ -123,6 +248,9 @@ class SectionChunker:
     min_chars: int = field(default=DEFAULT_MIN_CHARS)
     # Code costs more word pieces per character than prose; None means max_chars.
     max_code_chars: int | None = field(default=DEFAULT_MAX_CODE_CHARS)
+    max_item_chars: int = field(default=MAX_ITEM_CHARS)
+    max_item_lines: int = field(default=MAX_ITEM_LINES)
+    max_chunks: int = field(default=MAX_CHUNKS_PER_ITEM)
     # Only block structure matters here; skipping inline parsing makes parsing ~1.6x faster.
     _parser: MarkdownIt = field(
         factory=lambda: MarkdownIt("commonmark").enable("table").disable("inline"),
@@ -138,6 +266,8 @@ class SectionChunker:
             raise ValueError(f"min_chars must not be negative, not {self.min_chars}")
         if self.max_code_chars is not None and self.max_code_chars < 1:
             raise ValueError(f"max_code_chars must be at least 1, not {self.max_code_chars}")
+        if min(self.max_item_chars, self.max_item_lines, self.max_chunks) < 1:
+            raise ValueError("max_item_chars, max_item_lines and max_chunks must be at least 1")
 
     # The other limits never exceed max_chars, so setting max_chars alone is always valid.
     @property
@@ -149,21 +279,33 @@ class SectionChunker:
         return min(self.min_chars, self.max_chars)
 
     def chunk(self, item: DocItem) -> list[Chunk]:
+        return self.chunk_bounded(item).chunks
+
+    def chunk_bounded(self, item: DocItem) -> ItemChunks:
+        """The item's chunks, and whether the bounds (`max_item_chars`, `max_chunks`)
+        cut the item short; when cut, the chunks cover a prefix of its markdown."""
         text = item.markdown
         if not text.strip():
-            return []
-        layout = _Layout(text, self._parser)
-        pieces = list(self._pieces(layout))
-        return [
-            Chunk(
-                item=item,
-                ordinal=n,
-                content=text[start:end],
-                has_example=layout.has_code(start, end, examples_only=True)
-                or bool(_IEX_PROMPT.search(text, start, end)),
+            return ItemChunks([], truncated=False)
+        end = _bounded_end(text, self.max_item_chars, self.max_item_lines)
+        truncated = end < len(text)
+        layout = _Layout(text[:end], self._parser)
+        spans = self._pack(list(self._pieces(layout)))
+        if len(spans) > self.max_chunks:
+            spans, truncated = spans[: self.max_chunks], True
+        chunks = []
+        for n, (start, stop) in enumerate(spans):
+            checkpoint()
+            example = layout.has_code(start, stop, examples_only=True)
+            chunks.append(
+                Chunk(
+                    item=item,
+                    ordinal=n,
+                    content=text[start:stop],
+                    has_example=example or bool(_IEX_PROMPT.search(text, start, stop)),
+                )
             )
-            for n, (start, end) in enumerate(self._pack(pieces))
-        ]
+        return ItemChunks(chunks, truncated=truncated)
 
     # -- structure ---------------------------------------------------------------------
     def _pieces(self, layout: _Layout) -> Iterator[_Piece]:
@@ -172,6 +314,7 @@ class SectionChunker:
             yield from self._floor(layout, 0, len(layout.text))
             return
         for n, (index, tok) in enumerate(blocks):
+            checkpoint()
             assert tok.map is not None
             start = 0 if n == 0 else layout.offset(tok.map[0])
             nxt = blocks[n + 1][1].map if n + 1 < len(blocks) else None
@@ -205,6 +348,7 @@ class SectionChunker:
         pos = start
         first = True
         while pos < end:
+            checkpoint()
             limit = min(pos + budget, end)
             cut = limit if limit == end else self._cut_point(layout.text, pos, limit)
             yield _Piece(pos, cut, heading and first, code)
@@ -227,9 +371,11 @@ class SectionChunker:
 
         chunks: list[list[_Piece]] = []
         current: list[_Piece] = []
+        current_code = False  # whether any piece of `current` holds code (kept, not rescanned)
         for piece in pieces:
+            checkpoint()
             size = current[-1].end - current[0].start if current else 0
-            code = piece.code or any(p.code for p in current)
+            code = piece.code or current_code
             fits = size + piece.size <= (self.code_limit if code else self.max_chars)
             if current and not (fits and (not piece.heading or size < self.merge_below)):
                 # Keep a trailing heading with the content it introduces.
@@ -239,7 +385,9 @@ class SectionChunker:
                     current.pop()
                 chunks.append(current)
                 current = [last] if carry else []
+                current_code = carry and last.code
             current.append(piece)
+            current_code = current_code or piece.code
         if current:
             chunks.append(current)
         if len(chunks) > 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
@@ -297,16 +298,30 @@ def test_a_directory_of_hostile_files_is_counted_not_raised(tmp_path: Path) -> N
         (tmp_path / f"{name}.beam").write_bytes(data)
     (tmp_path / "good.beam").write_bytes(GOOD)
     (tmp_path / "big.beam").write_bytes(GOOD + b"\0" * 4096)
-    (tmp_path / "folder.beam").mkdir()  # reading it fails: unreadable
+    (tmp_path / "folder.beam").mkdir()  # not a regular file
+    os.mkfifo(tmp_path / "pipe.beam")  # opening it for reading would block forever
+    (tmp_path / "locked.beam").write_bytes(GOOD)
+    (tmp_path / "locked.beam").chmod(0)  # unreadable (unless running as root)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.beam"
+    outside.write_bytes(GOOD)
+    (tmp_path / "escape.beam").symlink_to(outside)  # a good file, but outside the tree
+    (tmp_path / "inside.beam").symlink_to(tmp_path / "good.beam")  # followed: inside
     (tmp_path / "notes.txt").write_text("not a beam")
     result = items_from_beam_dir(tmp_path, package="demo", version="1.0.0", max_file_bytes=4096)
     expected: dict[str, int] = {}
     for reason in EXPECTED_REASONS.values():
         expected[reason] = expected.get(reason, 0) + 1
-    expected |= {"too_large": 1, "unreadable": 1, "entry_hidden": 1, "entry_doc_none": 1}
+    expected |= {"too_large": 1, "not_regular": 2, "outside_tree": 1}
+    expected |= {"entry_hidden": 2, "entry_doc_none": 2}  # good.beam is read twice
+    copies = 2  # good.beam and the symlink to it
+    if os.geteuid() != 0:
+        expected["unreadable"] = 1
+    else:  # root reads anything: locked.beam is a third copy of good.beam
+        copies = 3
+        expected |= {"entry_hidden": 3, "entry_doc_none": 3}
     assert result.skipped == expected
-    assert result.modules == 1
-    assert len(result.items) == 9
+    assert result.modules == copies
+    assert len(result.items) == 9 * copies
 
 
 # --- locating compiled apps ----------------------------------------------------------------

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import etf
-from hexlocal_core.ingest.etf import Atom, BitBinary, ImproperList, decode
+from hexlocal_core.ingest.etf import BitBinary, ImproperList, decode
+from hexlocal_core.model import Atom
 
 # --- a small encoder, for round trips and for building Docs chunks in test_beam --------
 
@@ -149,7 +150,7 @@ HOSTILE = [
     ("large tuple beyond input", b"\x83i" + BIG, "tuple declares"),
     ("map count beyond input", b"\x83t" + BIG + b"jj", "map declares"),
     ("string longer than input", b"\x83k\xff\xff", "needs 65535 bytes"),
-    ("large big beyond input", b"\x83o" + BIG + b"\x00", "needs 4294967295 bytes"),
+    ("large big beyond the cap", b"\x83o" + BIG + b"\x00", "big integer of 4294967295 bytes"),
     ("big sign byte", b"\x83n\x01\x02\x01", "sign byte"),
     ("atom not utf-8", b"\x83w\x01\xff", "not valid utf-8"),
     ("old float garbage", b"\x83c" + b"x" * 31, "bad FLOAT"),

@@ -42,7 +42,9 @@ from attrs import field, frozen
 
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import etf
+from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.ingest.etf import Term
+from hexlocal_core.ingest.untrusted import NotRegularFile, clip, read_regular
 from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
 
 log = logging.getLogger("hexlocal.ingest.beam")
@@ -110,11 +112,11 @@ def read_beam_docs(data: bytes) -> BeamDocs:
     module = _module_name(chunks.get("AtU8"), chunks.get("Atom"))
     docs = chunks.get("Docs")
     if docs is None:
-        raise BeamSkipped("no_docs_chunk", f"{module} has no Docs chunk")
+        raise BeamSkipped("no_docs_chunk", f"{clip(module)} has no Docs chunk")
     try:
         term = etf.decode(docs)
     except IngestError as exc:
-        raise BeamSkipped("bad_etf", f"{module}: Docs chunk is not valid ETF: {exc}") from exc
+        raise BeamSkipped("bad_etf", f"{clip(module)}: Docs chunk is not valid ETF: {exc}") from exc
     return _docs_v1(module, term)
 
 
@@ -126,9 +128,11 @@ def items_from_beam_dir(
     items: list[DocItem] = []
     skipped: Counter[str] = Counter()
     modules = 0
+    root = _resolved(ebin)
     for path in sorted(ebin.glob("*.beam")):
+        checkpoint()
         try:
-            docs = read_beam_docs(_read_capped(path, max_file_bytes))
+            docs = read_beam_docs(_read_capped(path, max_file_bytes, root))
         except BeamSkipped as exc:
             log.debug("skipped %s: %s", path.name, exc)
             skipped[exc.reason] += 1
@@ -283,14 +287,31 @@ def _text_meta(metadata: Mapping[str, Any], key: str) -> str | None:
 # --- the IFF container ----------------------------------------------------------------
 
 
-def _read_capped(path: Path, limit: int) -> bytes:
+def _resolved(folder: Path) -> Path | None:
     try:
-        with path.open("rb") as fh:
-            data = fh.read(limit + 1)  # never more than the cap, whatever the file claims
+        return folder.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+
+
+def _read_capped(path: Path, limit: int, root: Path | None = None) -> bytes:
+    """The bytes of a regular file inside `root` (the resolved ebin), at most `limit`.
+
+    A FIFO named `x.beam` once blocked ingestion forever: the file is opened non-blocking
+    and must be a regular file; a symlink may point only inside `root`.
+    """
+    if root is not None and path.is_symlink():
+        target = _resolved(path)
+        if target is None or not target.is_relative_to(root):
+            raise BeamSkipped("outside_tree", f"{clip(str(path))} links outside {root}")
+    try:
+        data = read_regular(path, limit)  # never more than the cap, whatever the file claims
+    except NotRegularFile as exc:
+        raise BeamSkipped("not_regular", str(exc)) from exc
     except OSError as exc:
-        raise BeamSkipped("unreadable", f"{path}: {exc}") from exc
+        raise BeamSkipped("unreadable", f"{clip(str(path))}: {exc.strerror}") from exc
     if len(data) > limit:
-        raise BeamSkipped("too_large", f"{path} is larger than {limit} bytes")
+        raise BeamSkipped("too_large", f"{clip(str(path))} is larger than {limit} bytes")
     return data
 
 
@@ -305,6 +326,7 @@ def _chunks(data: bytes) -> dict[str, bytes]:
     pos = 12
     chunks: dict[str, bytes] = {}
     while pos + 8 <= end:
+        checkpoint()
         chunk_id = data[pos : pos + 4].decode("latin-1")
         (size,) = struct.unpack_from(">I", data, pos + 4)
         start = pos + 8
@@ -355,7 +377,8 @@ def _docs_v1(module: str, term: Term) -> BeamDocs:
     try:
         return _parse_docs_v1(module, term)
     except _Shape as exc:
-        raise BeamSkipped("bad_docs_shape", f"{module}: Docs chunk is not docs_v1: {exc}") from exc
+        message = f"{clip(module)}: Docs chunk is not docs_v1: {exc}"
+        raise BeamSkipped("bad_docs_shape", message) from exc
 
 
 def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
@@ -364,12 +387,14 @@ def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
     _, _anno, language, doc_format, module_doc, metadata, entries = term
     fmt = _text(doc_format, "format")
     if fmt != MARKDOWN:
-        raise BeamSkipped("not_markdown", f"{module}: docs are {fmt}, not {MARKDOWN}")
+        message = f"{clip(module)}: docs are {clip(fmt, 60)}, not {MARKDOWN}"
+        raise BeamSkipped("not_markdown", message)
     if not isinstance(entries, list):
         raise _Shape("the entries are not a list")
     parsed: list[DocEntry] = []
     bad = 0
     for raw in entries:
+        checkpoint()
         try:
             parsed.append(_entry(raw))
         except _Shape as exc:
@@ -395,7 +420,9 @@ def _entry(term: Term) -> DocEntry:
         raise _Shape("an entry key is not {Kind, Name, Arity}")
     kind = _atom(key[0], "kind")
     if kind not in ENTRY_KINDS or not 0 <= key[2] <= 255:
-        raise _Shape(f"unknown entry {kind}/{key[2]}")
+        # str() of a bignum can itself fail (Python's 4300-digit limit): never format it.
+        arity = key[2] if -1000 < key[2] < 1000 else "<out of range>"
+        raise _Shape(f"unknown entry {clip(kind, 40)}/{arity}")
     if not isinstance(signatures, list):
         raise _Shape("signatures are not a list")
     text, hidden = _doc(doc)

@@ -32,11 +32,19 @@ from typing import TypeAlias
 from attrs import frozen
 
 from hexlocal_core.errors import IngestError
+from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.model import Atom
 
 VERSION = 131
 MAX_DEPTH = 100  # Docs chunks nest about 8 deep; 100 levels use ~200 Python frames
 MAX_UNCOMPRESSED = 64 * 1024 * 1024  # Kernel's Docs chunk inflates to well under 1 MiB
+# A budget of decoded terms (each costs a Python object, ~60 bytes): a compressed list of
+# NILs once inflated 61 KB into 60M empty lists and 4.9 GB. Elixir 1.18's 388 Docs chunks
+# decode to at most 0.53 terms per input byte, so 16 per byte leaves 30x room.
+TERMS_PER_BYTE = 16
+TERMS_BASE = 4096
+MAX_TERMS = 4_000_000
+MAX_BIG_BYTES = 1024  # bignums in docs are rare and small; a 4 GB one is an attack
 
 # Tags (erts/emulator/beam/external.h).
 NEW_FLOAT = 70
@@ -87,11 +95,18 @@ def decode(
     *,
     max_uncompressed: int = MAX_UNCOMPRESSED,
     max_depth: int = MAX_DEPTH,
+    max_terms: int | None = None,
 ) -> Term:
     """Decode one complete term (version byte first); trailing bytes are an error.
 
+    At most `max_terms` terms are decoded (default: `TERMS_PER_BYTE` per input byte plus
+    `TERMS_BASE`, never above `MAX_TERMS`), counted on the input as given, so a small
+    compressed term cannot inflate into millions of objects.
+
     :raises IngestError: the bytes are not one well-formed term within the limits.
     """
+    if max_terms is None:
+        max_terms = min(MAX_TERMS, TERMS_PER_BYTE * len(data) + TERMS_BASE)
     if len(data) < 2:
         raise IngestError("ETF: input is shorter than a version byte and a tag")
     if data[0] != VERSION:
@@ -100,7 +115,7 @@ def decode(
         body = _inflate(data, max_uncompressed)
     else:
         body = data[1:]
-    return _Decoder(body, max_depth).decode_all()
+    return _Decoder(body, max_depth, max_terms).decode_all()
 
 
 def _inflate(data: bytes, limit: int) -> bytes:
@@ -126,10 +141,12 @@ def _inflate(data: bytes, limit: int) -> bytes:
 class _Decoder:
     """Reads terms from `data` at `pos`; each read checks the bytes it needs are there."""
 
-    def __init__(self, data: bytes, max_depth: int) -> None:
+    def __init__(self, data: bytes, max_depth: int, max_terms: int) -> None:
         self.data = data
         self.pos = 0
         self.max_depth = max_depth
+        self.terms_left = max_terms
+        self.max_terms = max_terms
         self.handlers: dict[int, Callable[[int], Term]] = {
             SMALL_INTEGER: lambda _d: self.take(1)[0],
             INTEGER: lambda _d: self.unpack(">i", 4),
@@ -142,7 +159,7 @@ class _Decoder:
             SMALL_TUPLE: self.small_tuple,
             LARGE_TUPLE: self.large_tuple,
             NIL: lambda _d: [],
-            STRING: lambda _d: list(self.take(self.unpack(">H", 2))),
+            STRING: lambda _d: self.string(),
             LIST: self.list_term,
             BINARY: lambda _d: self.take(self.unpack(">I", 4)),
             BIT_BINARY: self.bit_binary,
@@ -176,14 +193,29 @@ class _Decoder:
         if count * min_bytes_each > len(self.data) - self.pos:
             raise IngestError(f"ETF: {what} declares {count} elements, more than the bytes left")
 
+    def spend(self, terms: int) -> None:
+        self.terms_left -= terms
+        if self.terms_left < 0:
+            raise IngestError(
+                f"ETF: more than {self.max_terms} terms, the budget for an input this size; "
+                "refused as a possible decompression bomb"
+            )
+
     def term(self, depth: int) -> Term:
         if depth > self.max_depth:
             raise IngestError(f"ETF: term nests deeper than {self.max_depth}")
+        self.spend(1)
+        checkpoint()
         tag = self.take(1)[0]
         handler = self.handlers.get(tag)
         if handler is None:
             raise IngestError(f"ETF: unsupported tag {tag} at offset {self.pos - 1}")
         return handler(depth)
+
+    def string(self) -> list[Term]:
+        data = self.take(self.unpack(">H", 2))
+        self.spend(len(data))  # a STRING is a list: one element per byte
+        return list(data)
 
     def new_float(self, _depth: int) -> float:
         value: float = struct.unpack(">d", self.take(8))[0]
@@ -240,6 +272,8 @@ class _Decoder:
         return data if bits == 8 else BitBinary(data, bits)
 
     def big(self, n: int) -> int:
+        if n > MAX_BIG_BYTES:
+            raise IngestError(f"ETF: big integer of {n} bytes, above the {MAX_BIG_BYTES} cap")
         sign = self.take(1)[0]
         if sign > 1:
             raise IngestError(f"ETF: big integer sign byte is {sign}")

@@ -23,12 +23,16 @@ from collections.abc import Mapping, Sequence
 from hexlocal_core.ingest.exdoc_html import Detail, HtmlPage
 from hexlocal_core.ingest.exdoc_md import MarkdownPage
 from hexlocal_core.ingest.exdoc_search import SEARCH_DATA, RawItem, Ref, parse_ref
+from hexlocal_core.ingest.untrusted import clip, decode_text
 from hexlocal_core.model import DocItem, DocType
 
 log = logging.getLogger("hexlocal.ingest.exdoc_items")
 
 _DOC_TYPES = {t.value: t for t in DocType}
 _EXTRAS = "extras"
+# The corpus's largest package has 46k lines of markdown and no .md page above 1 MiB.
+MAX_MD_PAGE_BYTES = 4 * 1024 * 1024
+MAX_MD_LINES = 250_000
 
 
 def _doc_type(raw_type: str, ref: Ref, detail: Detail | None) -> DocType:
@@ -73,6 +77,7 @@ class ItemBuilder:
         self.base_url = base_url
         self.deprecated_refs = deprecated_refs
         self._html: dict[str, HtmlPage | None] = {}
+        self._md_lines_left = MAX_MD_LINES
         self._md: dict[str, MarkdownPage | None] = {}
         self._page_types: dict[str, str] = {}
         self._split_ids: dict[str, set[str]] = {}
@@ -94,9 +99,19 @@ class ItemBuilder:
     def markdown_page(self, page: str) -> MarkdownPage | None:
         if page not in self._md:
             data = self.files.get(page.removesuffix(".html") + ".md")
-            text = data.decode("utf-8", errors="replace") if data is not None else None
-            self._md[page] = MarkdownPage(text) if text is not None else None
+            self._md[page] = self._parse_md(page, data) if data is not None else None
         return self._md[page]
+
+    def _parse_md(self, page: str, data: bytes) -> MarkdownPage | None:
+        """The page's .md, unless it (or the package's .md pages together) is far larger
+        than any real one: markdown-it costs up to ~60 us per line, so 200k heading lines
+        took 12 s. Past the bound the HTML page serves instead."""
+        lines = data.count(b"\n") + 1
+        if len(data) > MAX_MD_PAGE_BYTES or lines > self._md_lines_left:
+            log.warning("%s: .md page too large (%d lines); HTML used", clip(page), lines)
+            return None
+        self._md_lines_left -= lines
+        return MarkdownPage(decode_text(data))
 
     # -- items -------------------------------------------------------------------------
     def build(self, raw: RawItem) -> tuple[DocItem, str]:

@@ -9,10 +9,13 @@ code blocks are not mistaken for sections.
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 
 from markdown_it import MarkdownIt
+
+from hexlocal_core.ingest.cancel import checkpoint
 
 _SOURCE_LINK_PREFIX = "[🔗]("
 # ExDoc cut search items at h2 and h3; deeper headings stay inside their item.
@@ -32,6 +35,7 @@ class MarkdownPage:
         self._spec_lines: set[int] = set()
         tokens = MarkdownIt("commonmark").disable("inline").parse(text)
         for tok in tokens:
+            checkpoint()
             if tok.type == "fence" and tok.map is not None and _SPEC_START.match(tok.content):
                 self._spec_lines.update(range(tok.map[0] + 1, tok.map[1] - 1))
             if tok.type != "heading_open" or tok.map is None:
@@ -65,10 +69,11 @@ class MarkdownPage:
         return self._own_text(self._h1[pos] + 1, end)
 
     def _own_text(self, start: int, end: int) -> str:
-        for split in self._splits:
-            if start <= split < end:
-                end = split
-                break
+        # The first h2/h3 in [start, end), found by bisection: a page of many sections
+        # asked once per item would otherwise rescan every split per item.
+        i = bisect.bisect_left(self._splits, start)
+        if i < len(self._splits) and self._splits[i] < end:
+            end = self._splits[i]
         lines = [
             html.unescape(line) if i in self._spec_lines else line
             for i, line in enumerate(self._lines[start:end], start)

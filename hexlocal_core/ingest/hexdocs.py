@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from attrs import field, frozen
 
 from hexlocal_core.errors import IngestError
+from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.ingest.exdoc_items import ItemBuilder
 from hexlocal_core.ingest.exdoc_search import (
     NAVIGATION_PAGES,
@@ -27,10 +28,12 @@ from hexlocal_core.ingest.exdoc_search import (
     RawItem,
     load_search_index,
     load_sidebar,
+    parse_ref,
     sidebar_deprecations,
     sidebar_items,
 )
 from hexlocal_core.ingest.navigation import is_heading_only, is_navigation_only
+from hexlocal_core.ingest.untrusted import clip
 from hexlocal_core.model import DocItem, Notice
 
 log = logging.getLogger("hexlocal.ingest.hexdocs")
@@ -71,7 +74,9 @@ def _is_navigation(item: DocItem) -> bool:
 def _notices(package: str, version: str, duplicates: list[str]) -> tuple[Notice, ...]:
     if not duplicates:
         return ()
-    shown = ", ".join(duplicates[:3]) + (" ..." if len(duplicates) > 3 else "")
+    shown = ", ".join(clip(ref, 80) for ref in duplicates[:3]) + (
+        " ..." if len(duplicates) > 3 else ""
+    )
     return (
         Notice(
             code="duplicate_refs",
@@ -124,7 +129,10 @@ def parse_hexdocs(
     items: list[DocItem] = []
     origins: Counter[str] = Counter()
     dropped = 0
+    bad_arity = 0
     for raw in raw_items:
+        checkpoint()
+        bad_arity += raw.type != "extras" and parse_ref(raw.ref).oversized_arity
         item, origin = builder.build(raw)
         if _is_navigation(item):
             dropped += 1
@@ -136,6 +144,9 @@ def parse_hexdocs(
     duplicates = sorted(ref for ref, n in ref_counts.items() if n > 1)
     counts = dict(origins)
     counts.update(items=len(items), dropped_navigation=dropped, duplicate_refs=len(duplicates))
+    if bad_arity:
+        # Kept, as a heading section without function/arity: the ref still links.
+        counts["oversized_arity"] = bad_arity
     log.info("parsed %s %s (%s): %d items", package, version, generation, len(items))
     return ParsedDocs(
         package=package,

@@ -30,6 +30,10 @@ _BLOCK_TAGS = frozenset(
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _CODE_CLASSES_IGNORED = frozenset({"makeup", "nohighlight", "inline", "highlight"})
 _SPACES = re.compile(r"[ \t\r\n\f\v]+")
+# A blank line before a nested list item. `[ \t]*`, not `\s*`: with `\s*` every "\n\n" of a
+# long run of newlines (a <pre> in an <li>) rescanned the whole run, which is quadratic.
+_TIGHT_NESTED = re.compile(r"\n\n(?=[ \t]*(?:- |\d+\. ))")
+_MAX_LIST_START = 10**9
 
 
 def _classes(el: html.HtmlElement) -> set[str]:
@@ -160,7 +164,7 @@ class _Renderer:
 
     def _list(self, el: html.HtmlElement, *, ordered: bool) -> str:
         items: list[str] = []
-        number = int(el.get("start") or 1) if ordered else 0
+        number = _list_start(el.get("start")) if ordered else 0
         for li in el:
             if not isinstance(li.tag, str) or li.tag != "li":
                 continue
@@ -168,7 +172,7 @@ class _Renderer:
             number += 1
             body = "\n\n".join(self.blocks(children_parts(li)))
             # Nested lists read better tight under their item's first line.
-            body = re.sub(r"\n\n(?=\s*(?:- |\d+\. ))", "\n", body)
+            body = _TIGHT_NESTED.sub("\n", body)
             items.append(marker + _indent_rest(body, " " * len(marker)))
         return "\n".join(items)
 
@@ -199,6 +203,14 @@ class _Renderer:
             elif text:
                 out.append(text)
         return out
+
+
+def _list_start(value: str | None) -> int:
+    """An `<ol start>` number; anything but a plain, sane integer starts at 1."""
+    value = (value or "").strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
+        return 1
+    return min(int(value), _MAX_LIST_START)
 
 
 def _prefix_lines(text: str, prefix: str) -> str:

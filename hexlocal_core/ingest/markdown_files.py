@@ -19,6 +19,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from hexlocal_core.ingest.untrusted import NotRegularFile, read_regular
 from hexlocal_core.model import DocItem, DocType, SourceKind
 
 log = logging.getLogger("hexlocal.ingest.markdown_files")
@@ -37,7 +38,8 @@ _H1 = re.compile(r"^ {0,3}#[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 @frozen
 class MarkdownItems:
     items: tuple[DocItem, ...]
-    skipped: dict[str, int]  # reason -> count: too_large, not_utf8, unreadable, outside_project
+    skipped: dict[str, int]  # reason -> count: too_large, not_utf8, unreadable, not_regular,
+    # outside_project
 
 
 def collect_markdown(project_root: Path, paths: Sequence[Path] | None = None) -> list[DocItem]:
@@ -115,8 +117,10 @@ def _item(root: Path, path: Path, skipped: Counter[str]) -> DocItem | None:
 
 def _read_text(path: Path, skipped: Counter[str]) -> str | None:
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)  # never read past the cap
+        raw = read_regular(path, MAX_FILE_BYTES)  # never past the cap; a FIFO never blocks
+    except NotRegularFile:
+        skipped["not_regular"] += 1
+        return None
     except OSError as exc:
         log.debug("cannot read %s: %s", path, exc)
         skipped["unreadable"] += 1

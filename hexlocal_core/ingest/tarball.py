@@ -22,6 +22,8 @@ import zlib
 from collections.abc import Callable
 
 from hexlocal_core.errors import IngestError, UnsafeArchive
+from hexlocal_core.ingest.cancel import checkpoint
+from hexlocal_core.ingest.untrusted import clip_repr
 
 log = logging.getLogger("hexlocal.ingest.tarball")
 
@@ -29,6 +31,13 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _READ_SIZE = 64 * 1024
 # zlib wbits for "gzip header and trailer required".
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+# hex.pm serves one gzip member; RFC 1952 allows more, but empty members yield no bytes
+# for the size cap to count, so 128k of them once cost 80 s without tripping it.
+MAX_GZIP_MEMBERS = 64
+# The largest real docs tarball (Elixir's own) has a few thousand files.
+MAX_MEMBERS = 100_000
+# PATH_MAX: a longer member name is hostile, not documentation.
+MAX_NAME_CHARS = 4096
 
 
 def is_parser_input(path: str) -> bool:
@@ -60,6 +69,7 @@ class _CappedGunzip:
         self._out = 0
         self._z = zlib.decompressobj(_GZIP_WBITS)
         self._pending = b""  # input handed to zlib but not yet consumed (unconsumed_tail)
+        self._members = 1
 
     @property
     def complete(self) -> bool:
@@ -84,22 +94,33 @@ class _CappedGunzip:
         return b"".join(parts)
 
     def _step(self, limit: int) -> bytes:
-        """Decompress at most `limit` bytes; b"" at the end of the input."""
+        """Decompress at most `limit` bytes; b"" at the end of the input.
+
+        Linear in the input: a finished member hands over only its unused bytes (at most
+        one read buffer), never a copy of everything after it, and the member count is
+        capped because empty members yield no bytes for the size cap to count.
+        """
         while True:
+            checkpoint()
             if self._z.eof:
-                rest = self._z.unused_data + self._pending + bytes(self._data[self._pos :])
-                self._pos = len(self._data)
+                rest = self._z.unused_data + self._pending
                 self._pending = b""
-                if not rest.strip(b"\x00"):
+                if not rest and self._pos < len(self._data):
+                    rest = self._take()
+                if not rest.strip(b"\x00") and self._zeros_to_end():
                     return b""  # trailing zero padding after the last member is harmless
+                self._members += 1
+                if self._members > MAX_GZIP_MEMBERS:
+                    raise UnsafeArchive(
+                        f"{self._what} holds more than {MAX_GZIP_MEMBERS} gzip members; "
+                        "refused as a possible decompression bomb"
+                    )
                 self._z = zlib.decompressobj(_GZIP_WBITS)
                 self._pending = rest
             if not self._pending:
                 if self._pos >= len(self._data):
                     return b""
-                end = min(self._pos + _READ_SIZE, len(self._data))
-                self._pending = bytes(self._data[self._pos : end])
-                self._pos = end
+                self._pending = self._take()
             try:
                 out = self._z.decompress(self._pending, limit)
             except zlib.error as exc:
@@ -114,39 +135,56 @@ class _CappedGunzip:
                     )
                 return out
 
+    def _take(self) -> bytes:
+        end = min(self._pos + _READ_SIZE, len(self._data))
+        piece = bytes(self._data[self._pos : end])
+        self._pos = end
+        return piece
+
+    def _zeros_to_end(self) -> bool:
+        """Whether only zero bytes remain (consumed if so). Runs at most once per archive:
+        either the input ends here, or the non-zero bytes make the next member fail."""
+        if self._data[self._pos :].tobytes().strip(b"\x00"):
+            return False
+        self._pos = len(self._data)
+        return True
+
 
 def _normalise(name: str, what: str) -> str:
     """The member path without `./` prefixes; refuses absolute paths and `..` components."""
     if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
-        raise UnsafeArchive(f"{what} contains an absolute path: {name!r}")
+        raise UnsafeArchive(f"{what} contains an absolute path: {clip_repr(name)}")
     parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise UnsafeArchive(f"{what} contains a path escaping the archive: {name!r}")
+        raise UnsafeArchive(f"{what} contains a path escaping the archive: {clip_repr(name)}")
     return "/".join(parts)
 
 
 def _check_kind(member: tarfile.TarInfo, path: str, what: str) -> None:
     if member.issym() or member.islnk():
-        raise UnsafeArchive(f"{what} contains a link ({path!r} -> {member.linkname!r})")
+        raise UnsafeArchive(
+            f"{what} contains a link ({clip_repr(path)} -> {clip_repr(member.linkname)})"
+        )
     if member.isdev():
-        raise UnsafeArchive(f"{what} contains a device or FIFO entry: {path!r}")
+        raise UnsafeArchive(f"{what} contains a device or FIFO entry: {clip_repr(path)}")
     if not member.isreg() and not member.isdir():
-        raise UnsafeArchive(f"{what} contains an unsupported entry type for {path!r}")
+        raise UnsafeArchive(f"{what} contains an unsupported entry type for {clip_repr(path)}")
 
 
 def _read_member(tf: tarfile.TarFile, member: tarfile.TarInfo, path: str, what: str) -> bytes:
     fileobj = tf.extractfile(member)
     if fileobj is None:  # pragma: no cover - isreg() members always have a file object
-        raise IngestError(f"{what}: cannot read {path!r}")
+        raise IngestError(f"{what}: cannot read {clip_repr(path)}")
     parts: list[bytes] = []
     while True:
+        checkpoint()
         piece = fileobj.read(_READ_SIZE)
         if not piece:
             break
         parts.append(piece)
     data = b"".join(parts)
     if len(data) != member.size:
-        raise IngestError(f"{what} is truncated inside {path!r}")
+        raise IngestError(f"{what} is truncated inside {clip_repr(path)}")
     return data
 
 
@@ -173,7 +211,15 @@ def read_docs_tarball(
     files: dict[str, bytes] = {}
     try:
         with tarfile.open(fileobj=stream, mode="r|") as tf:  # type: ignore[call-overload]
-            for member in tf:
+            for count, member in enumerate(tf, 1):
+                checkpoint()
+                if count > MAX_MEMBERS:
+                    raise UnsafeArchive(f"{what} holds more than {MAX_MEMBERS} entries; refused")
+                if len(member.name) > MAX_NAME_CHARS:
+                    raise UnsafeArchive(
+                        f"{what} holds an entry name of {len(member.name)} characters "
+                        f"({clip_repr(member.name, 60)}); refused"
+                    )
                 path = _normalise(member.name, what)
                 _check_kind(member, path, what)
                 if member.isdir() or not path:
@@ -181,7 +227,7 @@ def read_docs_tarball(
                 if keep is not None and not keep(path):
                     continue  # tarfile skips its data, still through the capped stream
                 if path in files:
-                    log.warning("%s lists %r twice; the later copy wins", what, path)
+                    log.warning("%s lists %s twice; the later copy wins", what, clip_repr(path))
                 files[path] = _read_member(tf, member, path, what)
         stream.drain()  # read to the gzip trailer so truncation and CRC errors surface
     except tarfile.TarError as exc:
