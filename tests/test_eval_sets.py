@@ -3,8 +3,9 @@
 Checked twice, independently: against ExDoc's own search index in the tarball (the refs
 as published) and against the items hexlocal's parser produces from it (what gets
 indexed, so an expectation the parser would drop shows up here rather than as BROKEN in
-an evaluation run). The bundled set is also held out: it shares no package with the
-shared dev set the search was tuned on.
+an evaluation run). The bundled sets are also held out: they share no package with the
+shared dev set the search was tuned on. `heldout_agent.jsonl` holds the three kinds of
+question agents ask most (task, error, symbol), in roughly equal thirds.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ from hexlocal_core.model import DocItem
 from tests.conftest import HEXDOCS, REPO_ROOT, SHARED
 
 BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
+AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
-_ID = re.compile(r"^(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[cs])-\d{2}$")
+# The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol).
+_ID = re.compile(r"^(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
+_NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
+AGENT_KINDS = ("task", "error", "symbol")
 
 
 @cache
@@ -47,7 +53,7 @@ def _items(package: str, version: str) -> tuple[DocItem, ...]:
 
 
 def _sets() -> list[Path]:
-    return [path for path in (BUNDLED, DEV) if path.is_file()]
+    return [path for path in (BUNDLED, AGENT, DEV) if path.is_file()]
 
 
 def _queries() -> list[tuple[str, EvalQuery]]:
@@ -73,7 +79,7 @@ def test_expected_refs_exist_in_the_tarball(corpus: Path, source: str, query: Ev
 def test_ids_name_package_and_kind(path: Path) -> None:
     for query in load_queries(path):
         match = _ID.match(query.id)
-        assert match, f"{query.id} is not <package>-<c|s>-<NN>"
+        assert match, f"{query.id} is not <package>-<c|t|e|s>-<NN>"
         assert match["package"] == query.package
         assert match["kind"] == query.kind[0]
 
@@ -87,3 +93,43 @@ def test_bundled_set_is_large_balanced_and_held_out() -> None:
     if DEV.is_file():
         dev_packages = {q.package for q in load_queries(DEV)}
         assert not dev_packages & {q.package for q in queries}
+
+
+def _dev_packages() -> set[str]:
+    return {q.package for q in load_queries(DEV)} if DEV.is_file() else set()
+
+
+def test_agent_set_is_large_balanced_and_held_out() -> None:
+    queries = load_queries(AGENT)
+    kinds = Counter(q.kind for q in queries)
+    assert len(queries) >= 60
+    assert set(kinds) == set(AGENT_KINDS), kinds
+    assert min(kinds.values()) >= 20, kinds
+    # "about equal thirds": no kind more than a sixth of the set away from a third
+    assert max(kinds.values()) - min(kinds.values()) <= len(queries) // 6, kinds
+    packages = Counter(q.package for q in queries)
+    assert len(packages) >= 8, packages
+    assert not _dev_packages() & set(packages)
+    assert all(q.note.strip() for q in queries), "every query says why its answer answers it"
+
+
+def test_agent_tasks_do_not_name_the_function_that_answers_them() -> None:
+    # A task is asked in the user's words: naming the answering function would make it a
+    # symbol query in disguise and measure the keyword arm instead of understanding.
+    for query in load_queries(AGENT):
+        if query.kind != "task":
+            continue
+        text = query.query.lower()
+        for target in query.expect.targets:
+            named = _NAMED_REF.search(target)
+            if named:
+                assert named["name"].lower() not in text, f"{query.id} names {named['name']}"
+
+
+def test_agent_errors_are_pasted_output_not_questions() -> None:
+    # What an agent pastes is the printed message, often with PIDs, paths and line numbers.
+    errors = [q for q in load_queries(AGENT) if q.kind == "error"]
+    noisy = [q for q in errors if re.search(r"#PID<|#Reference<|\.exs?:\d+|\d{4,}ms", q.query)]
+    assert len(noisy) >= len(errors) // 2, "at least half carry realistic noise"
+    for query in errors:
+        assert not query.query.rstrip().endswith("?"), f"{query.id} reads like a question"

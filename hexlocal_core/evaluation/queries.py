@@ -4,6 +4,11 @@ One JSON object per line: `{id, kind, package, version?, query, expect, note?}` 
 `expect` is exactly one of `{"ref": R}`, `{"page": P}` or `{"any_ref": [R, ...]}`. A
 malformed line is a `UserInputError` naming the file, the line and the fix: a query set
 that silently drops lines would report scores over fewer queries than it claims.
+
+Kinds are the shapes of question an agent asks, scored separately because they fail
+differently: `concept` (a question in prose), `task` (a how-do-I in the user's own words,
+avoiding the doc's terms), `error` (a pasted error message, noise included) and `symbol`
+(a pasted identifier, option or mix task name).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from attrs import frozen
 
 from hexlocal_core.errors import UserInputError
 
-KINDS = ("concept", "symbol")
+KINDS = ("concept", "task", "error", "symbol")
 FORMS = ("ref", "page", "any_ref")
 _ALLOWED_KEYS = frozenset({"id", "kind", "package", "version", "query", "expect", "note"})
 
@@ -43,7 +48,7 @@ class Expectation:
 @frozen
 class EvalQuery:
     id: str
-    kind: str  # concept | symbol
+    kind: str  # one of KINDS
     package: str
     query: str
     expect: Expectation
@@ -95,7 +100,7 @@ def parse_query(obj: Any, where: str) -> EvalQuery:
         raise UserInputError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     kind = _text(obj, "kind", where)
     if kind not in KINDS:
-        raise UserInputError(f"{where}: `kind` must be concept or symbol, not {kind!r}")
+        raise UserInputError(f"{where}: `kind` must be one of {', '.join(KINDS)}, not {kind!r}")
     return EvalQuery(
         id=str(_text(obj, "id", where)),
         kind=kind,
