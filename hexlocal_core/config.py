@@ -133,6 +133,15 @@ class _Reader:
             return self._fallback(name, value, default, f"expected one of {', '.join(choices)}")
         return value.lower()
 
+    def flag(self, name: str, default: bool) -> bool:
+        value = self.raw(name)
+        if value is None:
+            return default
+        lowered = value.lower()
+        if lowered in _TRUE or lowered in _FALSE:
+            return lowered in _TRUE
+        return self._fallback(name, value, default, "expected true or false")
+
     def path(self, name: str, default: Callable[[], Path]) -> Path:
         value = self.raw(name)
         return Path(value).expanduser() if value else default()
@@ -169,6 +178,8 @@ class Settings:
     mcp_log_file: Path | None = None
     mcp_log_level: str = "info"
     elixir_home: Path | None = None  # where Elixir's own libs live (else found from PATH)
+    sync_on_start: bool = True  # a long-lived process (the MCP server) syncs in the background
+    sync_elixir: bool = True  # `sync` indexes Elixir's own apps too (elixir, eex, ex_unit, ...)
     warnings: tuple[str, ...] = ()
 
     @property
@@ -220,6 +231,8 @@ class Settings:
             memory_duplicate_at=r.number("MEMORY_DUPLICATE_AT", 0.97, minimum=0.0, maximum=1.0),
             mcp_log_file=_opt_path(r.raw("MCP_LOG_FILE")),
             elixir_home=_opt_path(r.raw("ELIXIR_HOME")),
+            sync_on_start=r.flag("HEXLOCAL_SYNC_ON_START", True),
+            sync_elixir=r.flag("HEXLOCAL_SYNC_ELIXIR", True),
             mcp_log_level=r.choice(
                 "MCP_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
             ),
@@ -227,6 +240,10 @@ class Settings:
         values.update(overrides)
         values["warnings"] = tuple(r.warnings)
         return cls(**values)
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 def _opt_path(value: str | None) -> Path | None:
@@ -265,4 +282,6 @@ ENV_VARIABLES = _ENV_NAMES + (
     "MEMORY_DISCARD_ABOVE",
     "MEMORY_DUPLICATE_AT",
     "ELIXIR_HOME",
+    "HEXLOCAL_SYNC_ON_START",
+    "HEXLOCAL_SYNC_ELIXIR",
 )

@@ -40,7 +40,7 @@ class NoLifecycle:
 
 
 @runtime_checkable
-class Embedder(Protocol):
+class Embedder(Resource, Protocol):
     """Turns texts into unit vectors. Output row i belongs to input i."""
 
     @property
@@ -61,7 +61,7 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
-class Reranker(Protocol):
+class Reranker(Resource, Protocol):
     """Scores (query, passage) pairs; a higher score means more relevant."""
 
     @property
@@ -71,7 +71,7 @@ class Reranker(Protocol):
 
 
 @runtime_checkable
-class ChatModel(Protocol):
+class ChatModel(Resource, Protocol):
     """An OpenAI-compatible chat model answering JSON for curation."""
 
     @property
@@ -87,7 +87,7 @@ class ChatModel(Protocol):
 
 
 @runtime_checkable
-class HexRegistry(Protocol):
+class HexRegistry(Resource, Protocol):
     """hex.pm's API and docs mirror."""
 
     async def package_info(self, name: str) -> HexPackageInfo:
@@ -100,7 +100,7 @@ class HexRegistry(Protocol):
 
 
 @runtime_checkable
-class IssueTracker(Protocol):
+class IssueTracker(Resource, Protocol):
     """Live issue/PR search (GitHub). Nothing is stored."""
 
     async def search(self, query: IssueQuery) -> list[IssueHit]:
@@ -113,10 +113,3 @@ class UsageSink(Protocol):
     """Where adapters record model usage (tokens) for `get_token_usage`."""
 
     def record(self, event: UsageEvent) -> None: ...
-
-
-class NullUsageSink:
-    """A sink that drops events (for adapters used outside a service, e.g. benchmarks)."""
-
-    def record(self, event: UsageEvent) -> None:
-        return None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,21 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     # Built ONNX graphs are reused across tests and runs (building one costs seconds).
     monkeypatch.setenv("HEXLOCAL_MODEL_CACHE", str(MODEL_CACHE))
+
+
+@pytest.fixture(autouse=True)
+def _restore_hexlocal_logger() -> Iterator[None]:
+    """The MCP server's log set-up stops the `hexlocal` logger propagating (stdout is the
+    protocol); restore it after each test, or caplog sees nothing in the tests after."""
+    from hexlocal_mcp.logs import LOGGERS
+
+    loggers = [logging.getLogger(name) for name in LOGGERS]
+    saved = [(list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
+    yield
+    for logger, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 @pytest.fixture(scope="session")

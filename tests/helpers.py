@@ -8,12 +8,29 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+import apsw
 import numpy as np
 
+from hexlocal_core.index.db import connect
 from hexlocal_core.index.store import PackageWrite, Store
 from hexlocal_core.model import Chunk, DocItem, DocType
-from hexlocal_core.ports import Vectors
+from hexlocal_core.ports import NoLifecycle, Vectors
+
+if TYPE_CHECKING:
+    from hexlocal_core.service import Hexlocal
+
+
+def db(service: Hexlocal) -> apsw.Connection:
+    """A connection of the test's own to the service's database file (the facade exposes
+    no store): what the test reads is what another process would see."""
+    return connect(Path(service.diagnostics().database_path))
+
+
+def project_root(service: Hexlocal) -> Path:
+    return Path(service.diagnostics().project_root)
 
 
 def item(
@@ -49,7 +66,7 @@ def chunk_of(doc: DocItem, ordinal: int = 0, content: str | None = None) -> Chun
     )
 
 
-class HashingEmbedder:
+class HashingEmbedder(NoLifecycle):
     """Deterministic unit vectors from a text hash; records every batch it is given."""
 
     def __init__(self, dims: int = 16, model_id: str = "test:hashing") -> None:

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from hexlocal_core.config import Settings
-from hexlocal_core.ports import ChatModel, Embedder, Vectors
+from hexlocal_core.ports import ChatModel, Embedder, NoLifecycle, Vectors
 from hexlocal_core.service import Hexlocal, build
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, db
 
 
 def settings_for(tmp_path: Path, **env: str) -> Settings:
@@ -50,7 +50,7 @@ def curated_service(tmp_path: Path, chat_url: str, *, embedder: Embedder | None)
     return make_service(tmp_path, embedder=embedder, env=env)
 
 
-class TableEmbedder:
+class TableEmbedder(NoLifecycle):
     """Vectors the test picks: `place(text, sim)` puts a text at cosine `sim` from the
     anchor; any other text gets a hashed vector orthogonal to every placed one."""
 
@@ -127,5 +127,5 @@ def log_rows(service: Hexlocal, request_id: str | None = None) -> list[dict[str,
 
     sql = "SELECT request_id, action, memory_id, model, reason FROM curation_log"
     if request_id is None:
-        return rows(service.store.conn, sql + " ORDER BY id")
-    return rows(service.store.conn, sql + " WHERE request_id = ? ORDER BY id", (request_id,))
+        return rows(db(service), sql + " ORDER BY id")
+    return rows(db(service), sql + " WHERE request_id = ? ORDER BY id", (request_id,))

@@ -12,6 +12,7 @@ from hexlocal_core.adapters.local_embedder import LocalEmbedder
 from hexlocal_core.index.db import scalar
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import FakeHex
+from tests.helpers import db
 from tests.hex_fixtures import client_for, settings_for
 
 CASES = [
@@ -79,7 +80,7 @@ async def test_generation_ingests_and_answers_with_the_real_model(
         top = next(h for h in result.hits if h.ref.startswith(expected))
         assert top.hexdocs_url.endswith(top.ref) and version in top.hexdocs_url
         assert top.vec_rank is not None  # the vector arm saw it
-        conn = service.store.conn
+        conn = db(service)
         chunks = scalar(conn, "SELECT count(*) FROM chunks WHERE package = ?", (package,))
         vectors = scalar(conn, "SELECT count(*) FROM chunk_vecs WHERE package = ?", (package,))
         assert chunks == vectors > 0

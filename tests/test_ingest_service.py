@@ -5,24 +5,36 @@ about ingestion, versions and atomicity; search quality is measured with the rea
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from hexlocal_core.config import Settings
-from hexlocal_core.errors import IngestError, ModelMismatch, RemoteError, VersionNotFound
-from hexlocal_core.index.db import scalar
+from hexlocal_core.errors import (
+    IngestError,
+    ModelMismatch,
+    NotFound,
+    RemoteError,
+    VersionNotFound,
+)
+from hexlocal_core.index.db import connect, scalar
+from hexlocal_core.ingest.cancel import IngestCancelled
+from hexlocal_core.ingest.planner import plan_ingest
+from hexlocal_core.mixlock import LockEntry
+from hexlocal_core.model import IngestProgress, ResolvedVersion, SourceKind, VersionSource
+from hexlocal_core.ports import Vectors
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, db, project_root
 from tests.hex_fixtures import client_for, settings_for
 
 JASON_LOCK = '%{{\n  "jason": {{:hex, :jason, "{v}", "abc", [:mix], [], "hexpm", "def"}},\n}}\n'
 
 
 def snapshot(service: Hexlocal) -> tuple[object, ...]:
-    conn = service.store.conn
+    conn = db(service)
     return tuple(
         scalar(conn, sql)
         for sql in (
@@ -71,7 +83,7 @@ async def test_unpinned_package_uses_latest_stable(svc: Hexlocal) -> None:
 
 async def test_lock_downgrade_replaces_version_with_notice(svc: Hexlocal) -> None:
     await svc.search_docs("jason", "decode")  # 1.4.5, latest stable
-    lock = svc.settings.project_root / "mix.lock"
+    lock = project_root(svc) / "mix.lock"
     lock.write_text(JASON_LOCK.format(v="1.2.2"))
     result = await svc.search_docs("jason", "decode")
     assert (result.version, result.version_source) == ("1.2.2", "mix.lock")
@@ -159,7 +171,7 @@ async def test_failure_at_any_stage_leaves_database_unchanged(
 
             embedder.embed = broken  # type: ignore[method-assign]
         else:
-            service.store.conn.execute(
+            db(service).execute(
                 "CREATE TRIGGER injected BEFORE INSERT ON chunks WHEN new.package = 'jason'"
                 " AND (SELECT count(*) FROM chunks WHERE package = 'jason') >= 5"
                 " BEGIN SELECT RAISE(ABORT, 'injected write failure'); END"
@@ -167,7 +179,7 @@ async def test_failure_at_any_stage_leaves_database_unchanged(
         with pytest.raises((RemoteError, IngestError, Exception)):
             await service.ingest("jason", "1.4.4")
         assert snapshot(service) == before
-        assert scalar(service.store.conn, "PRAGMA integrity_check") == "ok"
+        assert scalar(db(service), "PRAGMA integrity_check") == "ok"
     finally:
         await service.aclose()
 
@@ -186,9 +198,9 @@ async def test_slow_ingest_answers_with_progress_then_collects(
         for waiting in (first, second):
             assert not waiting.hits and waiting.ingestion is not None
             assert any(n.code == "ingestion_in_progress" for n in waiting.notices)
-        job = service.jobs.get("jason")
-        assert job is not None
-        await asyncio.wait_for(asyncio.shield(job.task), 10)
+        (status,) = service.ingestion_status("jason")
+        assert status.state == "running"
+        await asyncio.wait_for(service.ingest("jason", "1.4.4"), 10)  # joins the running job
         done = await service.search_docs("jason", "decode", version="1.4.4")
         assert done.hits
         assert len(fake_hex.requests_to("/repo/docs/jason-1.4.4.tar.gz")) == 1  # one job, not two
@@ -220,3 +232,146 @@ async def test_get_docs_returns_the_item_or_names_what_is_documented_near_it(svc
     assert missing.hits == ()
     (notice,) = missing.notices
     assert notice.code == "not_found" and "Jason.decode/2" in notice.message
+
+
+# -- the plan, progress and cancellation ---------------------------------------------------
+
+ELIXIR = ("elixir", "1.18.4")  # the largest tarball of the corpus: seconds to parse and chunk
+
+
+class PacedEmbedder(HashingEmbedder):
+    """A hashing embedder that takes `pause_s` per call in a worker thread, like a real
+    model does: cancellation must not wait for more than the call in flight."""
+
+    def __init__(self, pause_s: float) -> None:
+        super().__init__()
+        self.pause_s = pause_s
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        await asyncio.to_thread(time.sleep, self.pause_s)
+        return await super().embed(texts)
+
+
+async def test_progress_is_pushed_to_every_listener_phase_by_phase(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = settings_for(fake_hex, tmp_path, embed_batch_size=100)
+    embedder = HashingEmbedder()
+    service = await make_service(settings, embedder)
+    first: list[IngestProgress] = []
+    second: list[IngestProgress] = []
+    try:
+        await asyncio.gather(
+            service.ingest("ecto", "3.12.5", progress=first.append),
+            service.ingest("ecto", "3.12.5", progress=second.append),  # joins the same job
+        )
+    finally:
+        await service.aclose()
+    phases = list(dict.fromkeys(p.phase for p in first))
+    assert phases == ["downloading", "parsing", "chunking", "embedding", "writing", "done"]
+    embedding = [p.chunks_embedded for p in first if p.phase == "embedding"]
+    assert embedding == sorted(embedding) and len(embedding) >= 3, embedding  # moves in steps
+    assert second[-1] == first[-1] and second[-1].phase == "done"
+    assert max(len(b) for b in embedder.batches) == 100  # EMBED_BATCH_SIZE, uncapped
+    assert len(fake_hex.requests_to("/repo/docs/ecto-3.12.5.tar.gz")) == 1
+
+
+async def test_status_is_a_typed_value_with_the_real_phase(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = settings_for(fake_hex, tmp_path, ingest_timeout_ms=50, embed_batch_size=50)
+    service = await make_service(settings, PacedEmbedder(0.2))
+    try:
+        waiting = await service.search_docs("ecto", "insert a changeset", version="3.12.5")
+        assert waiting.ingestion is not None and waiting.ingestion.state == "running"
+        seen = set()
+        for _ in range(200):
+            (status,) = service.ingestion_status("ecto")
+            seen.add(status.phase)
+            if status.phase == "embedding" and status.chunks_embedded:
+                break
+            await asyncio.sleep(0.05)
+        assert status.chunks_total > status.chunks_embedded > 0
+        assert status.elapsed_s is not None and status.error is None
+        assert "downloading" not in seen or len(seen) > 1
+    finally:
+        await service.aclose()
+
+
+@pytest.mark.parametrize("phase", ["downloading", "parsing", "chunking", "embedding"])
+async def test_cancel_stops_the_job_within_two_seconds_and_writes_nothing(
+    phase: str, fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = settings_for(fake_hex, tmp_path, embed_batch_size=50)
+    if phase == "downloading":
+        fake_hex.fail("/repo/docs/elixir-*", delay=30)  # a mirror that stalls
+    service = await make_service(settings, PacedEmbedder(0.5))
+    reached = asyncio.Event()
+
+    def watch(p: IngestProgress) -> None:
+        if p.phase == phase:
+            reached.set()
+
+    ingest = asyncio.create_task(service.ingest(*ELIXIR, progress=watch))
+    await asyncio.wait_for(reached.wait(), 60)
+    started = time.perf_counter()
+    await service.aclose()  # what the MCP server does when stdin closes
+    stopped = time.perf_counter() - started
+    with pytest.raises(IngestCancelled, match="shutting down"):
+        await ingest
+    assert stopped < 2.0, f"cancelled during {phase}, stopped after {stopped:.1f} s"
+    conn = connect(settings.database_path)
+    assert scalar(conn, "SELECT count(*) FROM packages") == 0
+    assert scalar(conn, "SELECT count(*) FROM chunks") == 0
+    assert scalar(conn, "SELECT status || ':' || error FROM ingest_jobs") == (
+        "failed:ingestion was cancelled: hexlocal is shutting down"
+    )
+    assert scalar(conn, "PRAGMA integrity_check") == "ok"
+
+
+@pytest.mark.parametrize(
+    ("kind", "compiled", "expected"),
+    [
+        ("hex", None, (SourceKind.HEXDOCS, None)),
+        ("hex", Path("/b/ebin"), (SourceKind.HEXDOCS, Path("/b/ebin"))),  # the fallback
+        ("git", Path("/b/ebin"), (SourceKind.BEAM, None)),
+        ("path", Path("/b/ebin"), (SourceKind.BEAM, None)),
+    ],
+)
+def test_plan_picks_the_source_once(
+    kind: str, compiled: Path | None, expected: tuple[SourceKind, Path | None]
+) -> None:
+    entry = LockEntry(name="dep", kind=kind, version="1.0.0" if kind == "hex" else None)
+    resolved = ResolvedVersion("dep", "1.0.0", VersionSource.MIX_LOCK, lock_entry=entry)
+    plan = plan_ingest(resolved, compiled=compiled, docs_html_url="https://docs.example/dep")
+    assert (plan.source, plan.fallback) == expected
+    assert plan.docs_html_url == ("https://docs.example/dep" if kind == "hex" else None)
+
+
+def test_plan_of_an_uncompiled_git_dependency_names_the_fix() -> None:
+    entry = LockEntry(name="dep", kind="git")
+    resolved = ResolvedVersion("dep", "0.1.0", VersionSource.MIX_LOCK, lock_entry=entry)
+    with pytest.raises(NotFound, match="mix compile"):
+        plan_ingest(resolved, compiled=None, docs_html_url=None)
+
+
+async def test_resume_skips_an_interrupted_job_whose_version_was_indexed_since(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = settings_for(fake_hex, tmp_path)
+    first = await make_service(settings)
+    await first.ingest("jason", "1.4.4")
+    conn = db(first)
+    await first.aclose()
+    conn.execute(  # a killed process's row; another run indexed jason 1.4.4 after it
+        "INSERT INTO ingest_jobs(package, version, source, status, pid, started_at)"
+        " VALUES ('jason', '1.4.4', 'auto', 'running', 2147483646, '2026-12-01T00:00:00Z')"
+    )
+    fake_hex.reset()
+    second = await make_service(settings)
+    try:
+        await second.start()
+        assert [s.state for s in second.ingestion_status()] == []  # no job started
+        assert fake_hex.requests == []
+    finally:
+        await second.aclose()

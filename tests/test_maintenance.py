@@ -13,13 +13,15 @@ from typing import Any
 
 import pytest
 
-from hexlocal_core import maintenance
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import RemoteError, UserInputError
 from hexlocal_core.index.db import scalar
+from hexlocal_core.index.reindex_store import embedded_texts
+from hexlocal_core.index.store import Store
 from hexlocal_core.service import Hexlocal
+from hexlocal_core.usecases.chunk_diff import compare
 from tests.fakes.fake_hex import FakeHex, settings_for
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, db
 from tests.reliability.support import CliHarness, consistency, db_digest, service_for
 
 MODEL_A = "test:model-a"
@@ -55,10 +57,10 @@ async def indexed(settings: Settings) -> AsyncIterator[Settings]:
     try:
         for name, version in PACKAGES:
             await service.ingest(name, version)
-        await service.memory.remember(
+        await service.remember(
             ["Jason.decode!/2 raises Jason.DecodeError on invalid input", "NimblePool lazy init"]
         )
-        assert await service.memory.drain(timeout=20)
+        assert await service.drain_memory(timeout=20)
     finally:
         await service.aclose()
     yield settings
@@ -74,9 +76,7 @@ def model_b() -> HashingEmbedder:
 
 
 def chunk_count(service: Hexlocal, package: str) -> int:
-    return int(
-        scalar(service.store.conn, "SELECT count(*) FROM chunks WHERE package = ?", (package,))
-    )
+    return int(scalar(db(service), "SELECT count(*) FROM chunks WHERE package = ?", (package,)))
 
 
 # -- compare ----------------------------------------------------------------------------------
@@ -109,8 +109,8 @@ def test_compare_counts_every_chunk_once(
     current: list[tuple[str, int, str]],
     expected: tuple[int, int, int, int],
 ) -> None:
-    counts = maintenance.compare(stored, current)
-    assert (counts["unchanged"], counts["added"], counts["removed"], counts["changed"]) == expected
+    diff = compare(stored, current)
+    assert (diff.unchanged, diff.added, diff.removed, diff.changed) == expected
 
 
 # -- drift ------------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ async def test_unchanged_index_has_no_drift(indexed: Settings, fake_hex: FakeHex
     service = service_for(indexed, HashingEmbedder(dims=16, model_id=MODEL_A))
     try:
         before = db_digest(indexed.database_path)
-        reports = await maintenance.drift(service)
+        reports = await service.drift()
         assert [r.package for r in reports] == ["jason", "nimble_pool"]
         for report in reports:
             assert not report.drifted and report.error is None, report
@@ -133,7 +133,7 @@ async def test_unchanged_index_has_no_drift(indexed: Settings, fake_hex: FakeHex
 
 async def test_simulated_chunker_change_is_reported(indexed: Settings) -> None:
     service = service_for(indexed, HashingEmbedder(dims=16, model_id=MODEL_A))
-    conn = service.store.conn
+    conn = db(service)
     total = chunk_count(service, "jason")
     # As if the stored chunks had been cut by another chunker: one chunk's text differs,
     # one the current code makes is missing, and one it no longer makes is still there.
@@ -149,7 +149,7 @@ async def test_simulated_chunker_change_is_reported(indexed: Settings) -> None:
         (first + 1,),
     )
     try:
-        [jason] = await maintenance.drift(service, ["jason"])
+        [jason] = await service.drift(["jason"])
     finally:
         await service.aclose()
     assert (jason.unchanged, jason.added, jason.removed, jason.changed) == (total - 2, 1, 1, 1)
@@ -162,7 +162,7 @@ async def test_unreachable_source_is_an_error_not_a_crash(
     fake_hex.fail("/repo/docs/jason-*", status=500)
     service = service_for(indexed, HashingEmbedder(dims=16, model_id=MODEL_A))
     try:
-        jason, nimble = await maintenance.drift(service)
+        jason, nimble = await service.drift()
     finally:
         await service.aclose()
     assert jason.error is not None and "/repo/docs/jason-1.4.4.tar.gz" in jason.error
@@ -174,7 +174,7 @@ async def test_drift_of_an_unknown_package_is_a_usage_error(indexed: Settings) -
     service = service_for(indexed)
     try:
         with pytest.raises(UserInputError, match="not indexed: ecto"):
-            await maintenance.drift(service, ["ecto"])
+            await service.drift(["ecto"])
     finally:
         await service.aclose()
 
@@ -192,7 +192,7 @@ async def test_drift_command_exit_codes_and_json(indexed: Settings, cli: CliHarn
         ("nimble_pool", 0, "no refresh needed")
     ]
     service = service_for(indexed)
-    service.store.conn.execute("UPDATE chunks SET content_hash = 'x' WHERE package = 'jason'")
+    db(service).execute("UPDATE chunks SET content_hash = 'x' WHERE package = 'jason'")
     await service.aclose()
     drifted = await cli.run("drift", "--json")
     assert drifted.exit_code == 1
@@ -208,9 +208,9 @@ async def test_drift_command_exit_codes_and_json(indexed: Settings, cli: CliHarn
 
 
 def vector_state(service: Hexlocal) -> tuple[Any, ...]:
-    conn = service.store.conn
+    conn = db(service)
     return (
-        service.store.embedding_config(),
+        scalar(conn, "SELECT model || ':' || dims || ':' || recorded_at FROM embedding_config"),
         scalar(conn, "SELECT count(*) FROM chunk_vecs"),
         scalar(conn, "SELECT count(*) FROM memory_vecs"),
         scalar(conn, "SELECT group_concat(DISTINCT embed_model) FROM packages"),
@@ -224,8 +224,8 @@ async def test_reindex_switches_every_package_and_memory(indexed: Settings) -> N
     try:
         stale = await service.search_docs("jason", "decode a JSON string", version="1.4.4")
         assert any(n.code == "embedding_model_mismatch" for n in stale.notices)
-        plan = await maintenance.plan_reindex(service)
-        distinct = scalar(service.store.conn, "SELECT count(DISTINCT embed_hash) FROM chunks")
+        plan = await service.plan_reindex()
+        distinct = scalar(db(service), "SELECT count(DISTINCT embed_hash) FROM chunks")
         assert (plan.from_model, plan.to_model, plan.packages) == (
             MODEL_A,
             MODEL_B,
@@ -233,13 +233,13 @@ async def test_reindex_switches_every_package_and_memory(indexed: Settings) -> N
         )
         assert (plan.memories, plan.texts_to_embed) == (2, distinct + 2)
         seen: list[tuple[str, int, int]] = []
-        report = await maintenance.reindex(service, progress=lambda *p: seen.append(p))
+        report = await service.reindex(progress=lambda *p: seen.append(p))
         assert report.switched and report.remaining == () and report.error is None
         assert report.done == ("jason", "nimble_pool") and report.embedded == distinct + 2
-        chunks = service.store.chunk_count()
+        chunks = service.diagnostics().chunks
         assert vector_state(service)[1:] == (chunks, 2, MODEL_B, MODEL_B)
-        config = service.store.embedding_config()
-        assert config is not None and (config.model, config.dims) == (MODEL_B, 24)
+        config = service.diagnostics()
+        assert (config.embedding_model, config.embedding_dims) == (MODEL_B, 24)
         assert seen[-1] == ("", distinct + 2, distinct + 2)
         assert [done for _, done, _ in seen] == sorted(done for _, done, _ in seen)
         # The vector arm answers again, under model B, with no mismatch notice.
@@ -247,7 +247,7 @@ async def test_reindex_switches_every_package_and_memory(indexed: Settings) -> N
             "jason", "decode a JSON string", version="1.4.4", mode="vector"
         )
         assert found.hits and not found.notices
-        memories = await service.memory.recall("Jason.decode!/2 DecodeError")
+        memories = await service.recall("Jason.decode!/2 DecodeError")
         assert memories and "DecodeError" in memories[0].text
     finally:
         await service.aclose()
@@ -259,7 +259,7 @@ async def test_failure_midway_keeps_model_a_and_rerun_uses_the_cache(indexed: Se
     before = vector_state(service)
     vectors_before = db_digest(indexed.database_path, skip=("embed_cache",))
     try:
-        report = await maintenance.reindex(service)
+        report = await service.reindex()
     finally:
         await service.aclose()
     assert not report.switched
@@ -278,14 +278,16 @@ async def test_failure_midway_keeps_model_a_and_rerun_uses_the_cache(indexed: Se
     rerun = model_b()
     service = service_for(indexed, rerun)
     try:
-        jason_texts = {t for _, t in maintenance._embed_texts(service, "jason")}
+        store = Store(indexed.database_path)
+        jason_texts = {t for _, t in embedded_texts(store, "jason")}
+        store.close()
         nimble = scalar(
-            service.store.conn,
+            db(service),
             "SELECT count(DISTINCT embed_hash) FROM chunks WHERE package = 'nimble_pool'",
         )
-        plan = await maintenance.plan_reindex(service)
+        plan = await service.plan_reindex()
         assert plan.texts_to_embed == nimble + 2  # jason comes from the cache now
-        report = await maintenance.reindex(service)
+        report = await service.reindex()
         assert report.switched and report.embedded == nimble + 2
         embedded = [t for batch in rerun.batches for t in batch]
         assert not jason_texts & set(embedded)

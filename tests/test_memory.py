@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from hexlocal_core.curate import MemoryService
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.db import atomic, rows, scalar
+from hexlocal_core.index.vectors import create_vector_tables
 from hexlocal_core.memory.policy import NO_CHAT
+from hexlocal_core.memory.service import MemoryService
 from hexlocal_core.service import Hexlocal
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, db
 from tests.memory_support import (
     GatedEmbedder,
     TableEmbedder,
@@ -46,13 +47,13 @@ async def services(tmp_path: Path) -> AsyncIterator[ServiceFactory]:
 async def remember_and_drain(
     service: Hexlocal, texts: list[str], **kw: Any
 ) -> list[dict[str, Any]]:
-    ids = [r["request_id"] for r in await service.memory.remember(texts, **kw)]
-    assert await service.memory.drain(timeout=10)
-    return service.memory.remember_status(ids)
+    ids = [r["request_id"] for r in await service.remember(texts, **kw)]
+    assert await service.drain_memory(timeout=10)
+    return service.remember_status(ids)
 
 
 def memory_count(service: Hexlocal) -> int:
-    return int(scalar(service.store.conn, "SELECT count(*) FROM memories") or 0)
+    return int(scalar(db(service), "SELECT count(*) FROM memories") or 0)
 
 
 # -- the queue ----------------------------------------------------------------------------
@@ -62,13 +63,13 @@ async def test_remember_queues_durably_and_returns_pending_ids(services: Service
     service = services(embedder=GatedEmbedder(open_for=0))  # the worker cannot finish anything
     texts = ["first fact about stdio", "second fact about ecto"]
 
-    answer = await service.memory.remember(texts, package="ecto", tags=["bug"])
+    answer = await service.remember(texts, package="ecto", tags=["bug"])
 
     assert [r["status"] for r in answer] == ["pending", "pending"]
     ids = [r["request_id"] for r in answer]
     assert len(set(ids)) == 2 and all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     queued = rows(
-        service.store.conn,
+        db(service),
         "SELECT request_id, text, package, tags, status FROM remember_queue ORDER BY seq",
     )
     assert [(q["request_id"], q["text"], q["package"]) for q in queued] == [
@@ -76,7 +77,7 @@ async def test_remember_queues_durably_and_returns_pending_ids(services: Service
         (ids[1], texts[1], "ecto"),
     ]
     assert all(q["status"] == "pending" and q["tags"] == '["bug"]' for q in queued)
-    assert [s["status"] for s in service.memory.remember_status(ids)] == ["pending", "pending"]
+    assert [s["status"] for s in service.remember_status(ids)] == ["pending", "pending"]
 
 
 async def test_twenty_texts_are_curated_in_submission_order(services: ServiceFactory) -> None:
@@ -89,7 +90,7 @@ async def test_twenty_texts_are_curated_in_submission_order(services: ServiceFac
     assert [s["action"] for s in statuses] == ["create"] * 20
     memory_ids = [s["memory_id"] for s in statuses]
     assert memory_ids == sorted(memory_ids) and len(set(memory_ids)) == 20
-    stored = rows(service.store.conn, "SELECT id, text FROM memories ORDER BY id")
+    stored = rows(db(service), "SELECT id, text FROM memories ORDER BY id")
     assert [r["text"] for r in stored] == texts
     assert [r["request_id"] for r in log_rows(service)] == [s["request_id"] for s in statuses]
 
@@ -100,7 +101,7 @@ async def test_request_ids_survive_a_restart(services: ServiceFactory) -> None:
     await first.aclose()
 
     second = services()
-    again = second.memory.remember_status([statuses[0]["request_id"], "0" * 32])
+    again = second.remember_status([statuses[0]["request_id"], "0" * 32])
 
     assert again[0] == statuses[0]
     assert again[1]["status"] == "unknown"
@@ -112,20 +113,19 @@ async def test_restart_mid_queue_resumes_without_loss_or_duplication(
     gated = GatedEmbedder(open_for=4)
     first = services(embedder=gated)
     texts = [f"resumable fact {i} about GenServer.call timeout_{i}" for i in range(10)]
-    ids = [r["request_id"] for r in await first.memory.remember(texts)]
+    ids = [r["request_id"] for r in await first.remember(texts)]
     await asyncio.wait_for(gated.reached.wait(), 5)
-    await first.memory.stop()  # abandons item 5 mid-embedding
-    done = [s["status"] for s in first.memory.remember_status(ids)]
-    assert done == ["done"] * 4 + ["pending"] * 6
-    await first.aclose()
+    await first.aclose()  # stops the worker: abandons item 5 mid-embedding
 
     second = services()
+    done = [s["status"] for s in second.remember_status(ids)]  # read before it starts
+    assert done == ["done"] * 4 + ["pending"] * 6
     await second.start()
-    assert await second.memory.drain(timeout=10)
+    assert await second.drain_memory(timeout=10)
 
-    statuses = second.memory.remember_status(ids)
+    statuses = second.remember_status(ids)
     assert [s["status"] for s in statuses] == ["done"] * 10
-    stored = rows(second.store.conn, "SELECT id, text FROM memories ORDER BY id")
+    stored = rows(db(second), "SELECT id, text FROM memories ORDER BY id")
     assert [r["text"] for r in stored] == texts
     assert [s["memory_id"] for s in statuses] == [r["id"] for r in stored]
     assert [r["request_id"] for r in log_rows(second)] == ids  # one decision each
@@ -134,11 +134,11 @@ async def test_restart_mid_queue_resumes_without_loss_or_duplication(
 async def test_drain_times_out_while_the_worker_is_blocked(services: ServiceFactory) -> None:
     gated = GatedEmbedder(open_for=0)
     service = services(embedder=gated)
-    await service.memory.remember(["blocked fact"])
+    await service.remember(["blocked fact"])
 
-    assert await service.memory.drain(timeout=0.1) is False
+    assert await service.drain_memory(timeout=0.1) is False
     gated.release()
-    assert await service.memory.drain(timeout=5) is True
+    assert await service.drain_memory(timeout=5) is True
 
 
 async def test_an_item_that_keeps_failing_is_marked_failed_and_the_queue_moves_on(
@@ -157,7 +157,7 @@ async def test_an_item_that_keeps_failing_is_marked_failed_and_the_queue_moves_o
 
     assert [s["status"] for s in statuses] == ["failed", "done"]
     assert "after 3 attempts" in statuses[0]["reason"] and "embedder bug" in statuses[0]["reason"]
-    kept = scalar(service.store.conn, "SELECT text FROM remember_queue WHERE status = 'failed'")
+    kept = scalar(db(service), "SELECT text FROM remember_queue WHERE status = 'failed'")
     assert kept == "a poison text"
     assert [r["action"] for r in log_rows(service, statuses[0]["request_id"])] == ["failed"]
 
@@ -186,14 +186,14 @@ async def test_remember_rejects_bad_arguments(
 ) -> None:
     service = services()
     with pytest.raises(UserInputError, match=message):
-        await service.memory.remember(texts, **kwargs)
-    assert scalar(service.store.conn, "SELECT count(*) FROM remember_queue") == 0
+        await service.remember(texts, **kwargs)
+    assert scalar(db(service), "SELECT count(*) FROM remember_queue") == 0
 
 
 @pytest.mark.parametrize("query", ["", "   ", "x" * 4_001])
 async def test_recall_rejects_empty_or_huge_queries(services: ServiceFactory, query: str) -> None:
     with pytest.raises(UserInputError):
-        await services().memory.recall(query)
+        await services().recall(query)
 
 
 # -- the policy without a chat model -------------------------------------------------------
@@ -268,21 +268,25 @@ async def test_without_an_embedder_memories_are_kept_for_keyword_recall(
 
     assert [s["action"] for s in statuses] == ["create", "discard"]
     assert "no embedding model" in statuses[0]["reason"] and statuses[0]["curated"] is False
-    found = await service.memory.recall("insert")
+    found = await service.recall("insert")
     assert [m.text for m in found] == ["Oban.insert/2 needs a repo"]
     assert found[0].history[0]["action"] == "create"
 
 
 async def test_another_models_index_skips_vectors_and_says_so(services: ServiceFactory) -> None:
     service = services()
-    with atomic(service.store.conn) as conn:
-        service.store._record_embedding(conn, "local:other-model", 64, "local")
+    with atomic(db(service)) as conn:  # as if another model had built the index
+        create_vector_tables(conn, 64)
+        conn.execute(
+            "INSERT INTO embedding_config(id, model, dims, provider, recorded_at)"
+            " VALUES (1, 'local:other-model', 64, 'local', '2026-12-01T00:00:00+00:00')"
+        )
 
     statuses = await remember_and_drain(service, ["Finch pools need a name"])
 
     assert "built by local:other-model" in statuses[0]["reason"]
-    assert scalar(service.store.conn, "SELECT count(*) FROM memory_vecs") == 0
-    assert [m.text for m in await service.memory.recall("Finch")] == ["Finch pools need a name"]
+    assert scalar(db(service), "SELECT count(*) FROM memory_vecs") == 0
+    assert [m.text for m in await service.recall("Finch")] == ["Finch pools need a name"]
 
 
 async def test_memories_stored_without_vectors_are_embedded_at_the_next_start(
@@ -297,11 +301,10 @@ async def test_memories_stored_without_vectors_are_embedded_at_the_next_start(
     emb.place("http2 cleartext server", 0.9)
     second = services(embedder=emb)
     await second.start()
-    assert await second.memory.drain(timeout=5)
-    await second.memory.stop()  # the backfill ran before the worker looked at the queue
+    assert await second.drain_memory(timeout=5)
 
-    assert scalar(second.store.conn, "SELECT count(*) FROM memory_vecs") == 1
-    found = await second.memory.recall("http2 cleartext server")  # no shared keyword
+    assert scalar(db(second), "SELECT count(*) FROM memory_vecs") == 1
+    found = await second.recall("http2 cleartext server")  # no shared keyword
     assert [m.text for m in found] == ["Bandit speaks HTTP/2 without TLS"]
 
 
@@ -315,8 +318,8 @@ async def test_recall_fuses_keyword_and_vector_arms(services: ServiceFactory) ->
     service = services(embedder=emb)
     await remember_and_drain(service, [by_vector, "Req.get!/2 raises on 4xx when told to"])
 
-    assert [m.text for m in await service.memory.recall("why do my requests hang")] == [by_vector]
-    keyword = await service.memory.recall("Req.get!/2")
+    assert [m.text for m in await service.recall("why do my requests hang")] == [by_vector]
+    keyword = await service.recall("Req.get!/2")
     assert keyword[0].text == "Req.get!/2 raises on 4xx when told to"
 
 
@@ -326,7 +329,7 @@ async def test_recall_returns_nothing_when_nothing_matches(services: ServiceFact
     service = services(embedder=emb)
     await remember_and_drain(service, ["Plug.Conn is immutable"])
 
-    assert await service.memory.recall("banana bread recipe") == []
+    assert await service.recall("banana bread recipe") == []
 
 
 async def test_recall_scopes_to_a_package(services: ServiceFactory) -> None:
@@ -334,7 +337,7 @@ async def test_recall_scopes_to_a_package(services: ServiceFactory) -> None:
     await remember_and_drain(service, ["timeouts are in milliseconds"], package="finch")
     await remember_and_drain(service, ["timeouts are in seconds here"], package="tesla")
 
-    found = await service.memory.recall("timeouts", package="tesla")
+    found = await service.recall("timeouts", package="tesla")
 
     assert [(m.package, m.text) for m in found] == [("tesla", "timeouts are in seconds here")]
 
@@ -349,7 +352,7 @@ async def test_recall_returns_whole_memory_values(services: ServiceFactory) -> N
         tags=["multi", "gotcha"],
     )
 
-    (memory,) = await service.memory.recall("Ecto.Multi")
+    (memory,) = await service.recall("Ecto.Multi")
 
     assert memory.id == statuses[0]["memory_id"]
     assert (memory.package, memory.version, memory.tags) == ("ecto", "3.11.0", ("multi", "gotcha"))
@@ -367,13 +370,13 @@ async def test_memory_goes_stale_when_mix_lock_moves_on(
     write_lock(project, {"pkg": "1.0.0"})
     await remember_and_drain(service, ["pkg 1.0.0 leaks a port"], package="pkg", version="1.0.0")
 
-    assert [m.stale for m in await service.memory.recall("leaks port")] == [False]
+    assert [m.stale for m in await service.recall("leaks port")] == [False]
     write_lock(project, {"pkg": "1.1.0"})
-    assert [m.stale for m in await service.memory.recall("leaks port")] == [True]
+    assert [m.stale for m in await service.recall("leaks port")] == [True]
     write_lock(project, {"other": "2.0.0"})  # no longer pinned: nothing to compare with
-    assert [m.stale for m in await service.memory.recall("leaks port")] == [False]
+    assert [m.stale for m in await service.recall("leaks port")] == [False]
     (project / "mix.lock").write_text("%{ this is not a lock")
-    assert [m.stale for m in await service.memory.recall("leaks port")] == [False]
+    assert [m.stale for m in await service.recall("leaks port")] == [False]
 
 
 @pytest.mark.parametrize(
@@ -398,7 +401,7 @@ async def test_hostile_fts_syntax_never_breaks_recall(services: ServiceFactory, 
     service = services()
     await remember_and_drain(service, ["roots/list can deadlock the stdio transport"])
 
-    found = await service.memory.recall(query)
+    found = await service.recall(query)
 
     assert isinstance(found, list)
     assert memory_count(service) == 1  # the DROP did nothing
@@ -440,5 +443,5 @@ async def test_with_minilm_a_version_change_is_kept_and_noise_is_not_recalled(
 
     assert [s["action"] for s in statuses] == ["create", "discard", "create", "create"]
     assert "< 0.80" in statuses[3]["reason"]
-    assert (await service.memory.recall("stdio deadlock roots"))[0].text == base
-    assert await service.memory.recall("weather in Paris tomorrow") == []
+    assert (await service.recall("stdio deadlock roots"))[0].text == base
+    assert await service.recall("weather in Paris tomorrow") == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from hexlocal_core.memory.policy import Action, Neighbour
 from hexlocal_core.memory.prompt import parse_answer
 from hexlocal_core.service import Hexlocal
 from tests.fakes.fake_chat import COMPLETION_TOKENS, PROMPT_TOKENS, FakeChat
+from tests.helpers import db
 from tests.memory_support import TableEmbedder, curated_service, log_rows
 
 BASE = "anubis_mcp 1.14.0: roots/list deadlocks the stdio transport"
@@ -35,9 +35,9 @@ class Curation:
     async def submit(self, text: str, sim: float, **kw: Any) -> dict[str, Any]:
         """Remembers `text` placed at `sim` from the anchor; returns its final status."""
         self.emb.place(text, sim)
-        (answer,) = await self.service.memory.remember([text], **kw)
-        assert await self.service.memory.drain(timeout=10)
-        (status,) = self.service.memory.remember_status([answer["request_id"]])
+        (answer,) = await self.service.remember([text], **kw)
+        assert await self.service.drain_memory(timeout=10)
+        (status,) = self.service.remember_status([answer["request_id"]])
         return status
 
     async def seed(self, text: str = BASE, **kw: Any) -> int:
@@ -48,10 +48,10 @@ class Curation:
         return int(status["memory_id"])
 
     def memory(self, memory_id: int) -> dict[str, Any]:
-        return rows(self.service.store.conn, "SELECT * FROM memories WHERE id = ?", (memory_id,))[0]
+        return rows(db(self.service), "SELECT * FROM memories WHERE id = ?", (memory_id,))[0]
 
     def count(self) -> int:
-        return int(scalar(self.service.store.conn, "SELECT count(*) FROM memories") or 0)
+        return int(scalar(db(self.service), "SELECT count(*) FROM memories") or 0)
 
 
 @pytest.fixture
@@ -100,10 +100,10 @@ async def test_append_adds_the_fact_to_the_target(cur: Curation) -> None:
     row = cur.memory(base)
     assert row["text"] == f"{BASE}\n{NEW}" and row["curated"] == 1 and row["tags"] == '["stdio"]'
     assert cur.count() == 1
-    (found,) = await cur.service.memory.recall("sampling")  # the FTS row was rewritten
+    (found,) = await cur.service.recall("sampling")  # the FTS row was rewritten
     assert found.id == base
     assert [h["action"] for h in found.history] == ["create", "append"]
-    assert scalar(cur.service.store.conn, "SELECT count(*) FROM memory_vecs") == 1
+    assert scalar(db(cur.service), "SELECT count(*) FROM memory_vecs") == 1
 
 
 async def test_merge_rewrites_the_target_with_the_models_text(cur: Curation) -> None:
@@ -116,8 +116,8 @@ async def test_merge_rewrites_the_target_with_the_models_text(cur: Curation) -> 
     assert (status["action"], status["memory_id"]) == ("merge", base)
     assert cur.memory(base)["text"] == merged and cur.count() == 1
     cur.emb.place("transport", 0.0)  # orthogonal to the merged text's vector
-    assert await cur.service.memory.recall("transport") == []  # only the old text said it
-    assert [m.id for m in await cur.service.memory.recall("sampling deadlock")] == [base]
+    assert await cur.service.recall("transport") == []  # only the old text said it
+    assert [m.id for m in await cur.service.recall("sampling deadlock")] == [base]
 
 
 async def test_replace_puts_the_submission_in_the_targets_place(cur: Curation) -> None:
@@ -141,8 +141,8 @@ async def test_deprecate_retires_the_target_and_stores_the_new_fact(cur: Curatio
 
     assert status["action"] == "deprecate" and status["memory_id"] != base
     assert cur.memory(base)["deprecated"] == 1
-    assert [m.text for m in await cur.service.memory.recall("stdio roots/list")] == [newer]
-    both = await cur.service.memory.recall("stdio roots/list", include_deprecated=True)
+    assert [m.text for m in await cur.service.recall("stdio roots/list")] == [newer]
+    both = await cur.service.recall("stdio roots/list", include_deprecated=True)
     assert {m.text for m in both} == {BASE, newer}
     old = next(m for m in both if m.id == base)
     assert old.deprecated and [h["action"] for h in old.history] == ["create", "deprecate"]
@@ -266,11 +266,11 @@ async def test_curation_calls_record_token_usage(cur: Curation) -> None:
     cur.fake.answer(decision("create"))
     await cur.submit(NEW, 0.85)
 
-    today = datetime.now(UTC).date()
-    chats = [e for e in cur.service.usage.events(today, today) if e.kind == "chat" and e.success]
+    report = cur.service.get_token_usage()
+    chats = [m for m in report.by_model if "chat" in m.kinds]
 
-    assert [(e.model, e.prompt_tokens, e.completion_tokens) for e in chats] == [
-        (SMALL_MODEL, PROMPT_TOKENS, COMPLETION_TOKENS)
+    assert [(m.model, m.calls, m.prompt_tokens, m.completion_tokens) for m in chats] == [
+        (SMALL_MODEL, 1, PROMPT_TOKENS, COMPLETION_TOKENS)
     ]
 
 

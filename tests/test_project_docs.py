@@ -22,13 +22,12 @@ from pathlib import Path
 import pytest
 
 from hexlocal_cli.project_docs_cmd import watch_docs
-from hexlocal_core import maintenance
 from hexlocal_core.config import Settings
 from hexlocal_core.index.db import scalar
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE
-from hexlocal_core.project_docs import ProjectIndexReport, index_project_docs, search_project_docs
 from hexlocal_core.service import Hexlocal
-from tests.helpers import HashingEmbedder
+from hexlocal_core.usecases.project_docs import ProjectIndexReport
+from tests.helpers import HashingEmbedder, db
 from tests.reliability.support import CliHarness, service_for
 
 GUIDE_SECTIONS = (
@@ -76,8 +75,13 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-async def service(settings: Settings) -> AsyncIterator[Hexlocal]:
-    svc = service_for(settings, HashingEmbedder())
+def embedder() -> HashingEmbedder:
+    return HashingEmbedder()
+
+
+@pytest.fixture
+async def service(settings: Settings, embedder: HashingEmbedder) -> AsyncIterator[Hexlocal]:
+    svc = service_for(settings, embedder)
     yield svc
     await svc.aclose()
 
@@ -94,57 +98,53 @@ def counts(report: ProjectIndexReport) -> tuple[int, ...]:
     )
 
 
-def batches(service: Hexlocal) -> list[list[str]]:
-    embedder = service.embedder
-    assert isinstance(embedder, HashingEmbedder)
-    return embedder.batches
-
-
 async def test_first_index_counts_every_file_and_chunk(service: Hexlocal) -> None:
-    report = await index_project_docs(service)
+    report = await service.index_project_docs()
     # README (1 chunk), guide (one chunk per section: 4), faq (2); notes.txt is no markdown.
     assert counts(report) == (3, 7, 0, 7, 0, 0, 7)
-    refs = scalar(service.store.conn, "SELECT group_concat(DISTINCT ref) FROM chunks")
+    refs = scalar(db(service), "SELECT group_concat(DISTINCT ref) FROM chunks")
     assert sorted(refs.split(",")) == ["README.md", "docs/faq.md", "docs/guide.md"]
-    again = await index_project_docs(service)
+    again = await service.index_project_docs()
     assert counts(again) == (3, 7, 7, 0, 0, 0, 0)
 
 
 async def test_editing_one_section_re_embeds_only_that_chunk(
-    service: Hexlocal, settings: Settings
+    service: Hexlocal, settings: Settings, embedder: HashingEmbedder
 ) -> None:
-    await index_project_docs(service)
-    batches(service).clear()
+    await service.index_project_docs()
+    embedder.batches.clear()
     (settings.project_root / "docs" / "guide.md").write_text(guide(" Upgrades need appups."))
-    report = await index_project_docs(service)
+    report = await service.index_project_docs()
     assert counts(report) == (3, 7, 6, 0, 0, 1, 1)
-    [[text]] = batches(service)
+    [[text]] = embedder.batches
     assert text.startswith("Deployment guide\n## Hot upgrades") and "appups" in text
 
 
-async def test_deleting_a_file_removes_its_chunks(service: Hexlocal, settings: Settings) -> None:
-    await index_project_docs(service)
-    batches(service).clear()
+async def test_deleting_a_file_removes_its_chunks(
+    service: Hexlocal, settings: Settings, embedder: HashingEmbedder
+) -> None:
+    await service.index_project_docs()
+    embedder.batches.clear()
     (settings.project_root / "docs" / "faq.md").unlink()
-    report = await index_project_docs(service)
+    report = await service.index_project_docs()
     assert counts(report) == (2, 5, 5, 0, 2, 0, 0)
-    assert batches(service) == []
-    conn = service.store.conn
+    assert embedder.batches == []
+    conn = db(service)
     assert scalar(conn, "SELECT count(*) FROM chunks WHERE ref = 'docs/faq.md'") == 0
     assert scalar(conn, "SELECT count(*) FROM chunk_vecs") == 5
     for path in ("README.md", "docs/guide.md"):
         (settings.project_root / path).unlink()
-    emptied = await index_project_docs(service)
+    emptied = await service.index_project_docs()
     assert counts(emptied) == (0, 0, 0, 0, 5, 0, 0)
-    assert service.store.package(PROJECT_PACKAGE) is None
+    assert PROJECT_PACKAGE not in [p.name for p in service.list_packages()]
 
 
 async def test_search_finds_a_section(service: Hexlocal) -> None:
-    before = await search_project_docs(service, "cluster")
+    before = await service.search_project_docs("cluster")
     assert not before.hits
     assert [n.code for n in before.notices] == ["project_docs_not_indexed"]
-    await index_project_docs(service)
-    result = await search_project_docs(service, "cluster", limit=3)
+    await service.index_project_docs()
+    result = await service.search_project_docs("cluster", limit=3)
     top = result.hits[0]
     assert (top.ref, top.title) == ("docs/guide.md", "Deployment guide")
     assert top.content.startswith("## Clustering nodes")
@@ -155,11 +155,11 @@ async def test_drift_rereads_the_paths_that_were_indexed(
     service: Hexlocal, settings: Settings
 ) -> None:
     guide_path = settings.project_root / "docs" / "guide.md"
-    await index_project_docs(service, [guide_path])
-    [report] = await maintenance.drift(service)
+    await service.index_project_docs([guide_path])
+    [report] = await service.drift()
     assert (report.unchanged, report.added, report.removed, report.drifted) == (4, 0, 0, False)
     guide_path.write_text(guide(" Changed."))
-    [changed] = await maintenance.drift(service)
+    [changed] = await service.drift()
     assert (changed.unchanged, changed.changed, changed.drifted) == (3, 1, True)
 
 
@@ -181,7 +181,7 @@ async def test_index_docs_command(settings: Settings, monkeypatch: pytest.Monkey
 
 
 async def test_watch_reindexes_on_save_and_stops(service: Hexlocal, settings: Settings) -> None:
-    await index_project_docs(service)
+    await service.index_project_docs()
     stop = asyncio.Event()
     reports: asyncio.Queue[tuple[ProjectIndexReport, set[str]]] = asyncio.Queue()
     errors: list[Exception] = []
@@ -193,6 +193,7 @@ async def test_watch_reindexes_on_save_and_stops(service: Hexlocal, settings: Se
             on_report=lambda r, changed: reports.put_nowait((r, changed)),
             on_error=errors.append,
             debounce_ms=100,
+            root=settings.project_root,
         )
     )
     target = settings.project_root / "docs" / "guide.md"

@@ -1,105 +1,160 @@
 """Ingestion jobs: at most one per package at a time, outliving the call that started them.
 
-A call waits up to INGEST_TIMEOUT_MS for its job; past that it answers with progress and
-the job keeps running; the next call (or `ingestion_status`) collects the result. Each job
-also has a durable row, so a job killed with its process is found and resumed next start.
+A call waits up to INGEST_TIMEOUT_MS for its job; past that it answers with the job's
+status and the job keeps running; the next call (or `ingestion_status`) collects it. A job
+pushes each progress update to every listener at once (no polling). Each job has a cancel
+token bound around its work, so `cancel_all` stops its worker threads at their next
+checkpoint; and a durable row, so a job killed with its process is resumed next start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
 
-from attrs import define, field
-
-from hexlocal_core.errors import HexlocalError
-from hexlocal_core.index.db import atomic, rows
-from hexlocal_core.index.store import Store, utcnow
-from hexlocal_core.model import IngestProgress, IngestReport
+from hexlocal_core.index import jobs_store
+from hexlocal_core.index.jobs_store import JobRow
+from hexlocal_core.index.store import Store
+from hexlocal_core.ingest.cancel import CancelToken, IngestCancelled, bind
+from hexlocal_core.model import IngestProgress, IngestReport, JobStatus, Phase
 
 log = logging.getLogger("hexlocal.jobs")
 
 ProgressFn = Callable[[IngestProgress], None]
-JobFactory = Callable[[ProgressFn], Coroutine[Any, Any, IngestReport]]
+JobWork = Callable[[ProgressFn], Awaitable[IngestReport]]
+
+# How long `cancel_all` waits for jobs to reach a checkpoint before giving up on them.
+CANCEL_WAIT_S = 2.0
 
 
-@define
 class Job:
-    package: str
-    version: str
-    task: asyncio.Task[IngestReport]
-    row_id: int
-    started: float = field(factory=time.perf_counter)
-    progress: IngestProgress | None = None
+    """One running (or finished, not yet collected) ingestion of a package version."""
+
+    def __init__(self, package: str, version: str, row_id: int) -> None:
+        self.package = package
+        self.version = version
+        self.row_id = row_id
+        self.token = CancelToken()
+        self.started = time.perf_counter()
+        self.progress: IngestProgress | None = None
+        self.task: asyncio.Task[IngestReport] | None = None
+        self._listeners: list[ProgressFn] = []
 
     @property
     def done(self) -> bool:
-        return self.task.done()
+        return self.task is not None and self.task.done()
 
-    def status(self) -> dict[str, Any]:
-        state = "running"
-        error = None
-        if self.task.done():
-            exc = self.task.exception() if not self.task.cancelled() else None
-            state = "failed" if (exc or self.task.cancelled()) else "done"
-            error = str(exc) if exc else ("cancelled" if self.task.cancelled() else None)
-        out: dict[str, Any] = {
-            "package": self.package,
-            "version": self.version,
-            "state": state,
-            "elapsed_s": round(time.perf_counter() - self.started, 1),
-            "progress": self.progress.to_dict() if self.progress else None,
-        }
-        if error:
-            out["error"] = error
-        return out
+    async def result(self) -> IngestReport:
+        """The job's report, awaited without cancelling the job if the waiter is cancelled.
+
+        A job cancelled under its waiters (shutdown) reaches them as `IngestCancelled`, a
+        domain error, not as a CancelledError they would take for their own.
+        """
+        assert self.task is not None
+        try:
+            return await asyncio.shield(self.task)
+        except asyncio.CancelledError:
+            waiter = asyncio.current_task()
+            if self.task.cancelled() and not (waiter and waiter.cancelling()):
+                raise IngestCancelled(self.token.reason) from None
+            raise
+
+    def report(self, update: IngestProgress) -> None:
+        """Records the job's progress and pushes it to every listener."""
+        self.progress = update
+        for listener in list(self._listeners):
+            try:
+                listener(update)
+            except Exception:  # noqa: BLE001 - one broken listener must not stop the job
+                log.debug("progress listener failed", exc_info=True)
+
+    @contextlib.contextmanager
+    def listening(self, listener: ProgressFn | None) -> Iterator[None]:
+        """`listener` gets the current progress now and every update while the block runs."""
+        if listener is None:
+            yield
+            return
+        self._listeners.append(listener)
+        if self.progress is not None:
+            listener(self.progress)
+        try:
+            yield
+        finally:
+            self._listeners.remove(listener)
+
+    def status(self) -> JobStatus:
+        state, error = "running", None
+        if self.task is not None and self.task.done():
+            failure = None if self.task.cancelled() else self.task.exception()
+            if self.task.cancelled() or isinstance(failure, IngestCancelled):
+                reason = self.token.reason if self.token.cancelled else "cancelled"
+                state, error = "cancelled", (str(failure) if failure else reason)
+            elif failure is not None:
+                state, error = "failed", str(failure)
+            else:
+                state = "done"
+        p = self.progress
+        return JobStatus(
+            package=self.package,
+            state=state,
+            version=self.version,
+            phase=p.phase if p else None,
+            chunks_embedded=p.chunks_embedded if p else 0,
+            chunks_total=p.chunks_total if p else 0,
+            elapsed_s=round(time.perf_counter() - self.started, 1),
+            error=error,
+            progress=p,
+        )
 
 
 class JobRegistry:
     def __init__(self, store: Store) -> None:
-        self.store = store
+        self._store = store
         self._jobs: dict[str, Job] = {}
 
     def get(self, package: str) -> Job | None:
         return self._jobs.get(package)
 
-    def statuses(self) -> list[dict[str, Any]]:
+    def statuses(self) -> list[JobStatus]:
         return [job.status() for job in self._jobs.values()]
 
     def running(self, package: str) -> Job | None:
         job = self._jobs.get(package)
         return job if job is not None and not job.done else None
 
-    def start(self, package: str, version: str, source: str, factory: JobFactory) -> Job:
-        """The running job for the package, or a new one (never two at once)."""
+    def start(self, package: str, version: str, source: str, work: JobWork) -> Job:
+        """The running job for the package, or a new one running `work` (never two at once)."""
         existing = self.running(package)
         if existing is not None:
             return existing
-        row_id = self._open_row(package, version, source)
-        holder: list[Job] = []
+        job = Job(package, version, jobs_store.open_job(self._store, package, version, source))
 
-        def on_progress(p: IngestProgress) -> None:
-            if holder:
-                holder[0].progress = p
+        async def run() -> IngestReport:
+            # Bound inside the task: the threads it starts copy this context, token included.
+            with bind(job.token):
+                try:
+                    return await work(job.report)
+                except BaseException as exc:
+                    cancelled = isinstance(exc, IngestCancelled | asyncio.CancelledError)
+                    phase = Phase.CANCELLED if cancelled else Phase.FAILED
+                    job.report(_final(job, phase, str(exc) or type(exc).__name__))
+                    raise
 
-        task = asyncio.get_running_loop().create_task(
-            factory(on_progress), name=f"ingest:{package}"
-        )
-        job = Job(package, version, task, row_id)
-        holder.append(job)
+        job.task = asyncio.get_running_loop().create_task(run(), name=f"ingest:{package}")
         self._jobs[package] = job
-        task.add_done_callback(lambda t: self._close_row(job))
+        job.task.add_done_callback(lambda _: self._close_row(job))
         return job
 
-    async def wait(self, job: Job, timeout_s: float) -> IngestReport | None:
+    async def wait(self, job: Job, timeout_s: float | None) -> IngestReport | None:
         """The job's report if it finishes within the timeout; re-raises its failure."""
+        if timeout_s is None:
+            return await job.result()
         try:
-            return await asyncio.wait_for(asyncio.shield(job.task), timeout_s)
+            return await asyncio.wait_for(job.result(), timeout_s)
         except TimeoutError:
             return None
 
@@ -109,69 +164,55 @@ class JobRegistry:
         if job is not None and job.done:
             del self._jobs[package]
 
-    async def cancel_all(self) -> None:
-        for job in list(self._jobs.values()):
-            if not job.done:
+    async def cancel_all(self, wait_s: float = CANCEL_WAIT_S) -> None:
+        """Cancels every running job; returns once they stopped (or after `wait_s`).
+
+        Nothing a cancelled job did is written: its one transaction is opened only after
+        the last checkpoint, and a transaction already open runs to its end.
+        """
+        tasks = []
+        for job in self._jobs.values():
+            if job.task is not None and not job.task.done():
+                job.token.cancel("ingestion was cancelled: hexlocal is shutting down")
                 job.task.cancel()
-        for job in list(self._jobs.values()):
-            try:
-                await job.task
-            except (asyncio.CancelledError, HexlocalError, Exception):  # noqa: BLE001
-                pass
-
-    # -- durable rows -------------------------------------------------------------------
-
-    def _open_row(self, package: str, version: str, source: str) -> int:
-        with atomic(self.store.conn) as conn:
-            conn.execute(
-                "INSERT INTO ingest_jobs(package, version, source, status, pid, started_at)"
-                " VALUES (?, ?, ?, 'running', ?, ?)",
-                (package, version, source, os.getpid(), utcnow()),
-            )
-            return int(conn.last_insert_rowid())
+                tasks.append(job.task)
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=wait_s)
+        for task in pending:
+            log.warning("%s did not stop within %.1f s of being cancelled", task.get_name(), wait_s)
 
     def _close_row(self, job: Job) -> None:
         status = job.status()
-        state = "done" if status["state"] == "done" else "failed"
+        progress = status.progress.to_dict() if status.progress else {}
         try:
-            with atomic(self.store.conn) as conn:
-                conn.execute(
-                    "UPDATE ingest_jobs SET status = ?, finished_at = ?, progress = ?, error = ?"
-                    " WHERE id = ?",
-                    (
-                        state,
-                        utcnow(),
-                        json.dumps(status.get("progress") or {}),
-                        status.get("error"),
-                        job.row_id,
-                    ),
-                )
+            jobs_store.close_job(
+                self._store,
+                job.row_id,
+                done=status.state == "done",
+                progress=progress,
+                error=status.error,
+            )
         except Exception:  # noqa: BLE001 - bookkeeping must never mask the job's own outcome
             log.exception("could not record the end of job %s", job.row_id)
 
 
-def interrupted_jobs(store: Store) -> list[dict[str, Any]]:
+def _final(job: Job, phase: Phase, message: str) -> IngestProgress:
+    p = job.progress
+    if p is None:
+        return IngestProgress(job.package, job.version, phase, message=message)
+    return IngestProgress(
+        p.package, p.version, phase, p.items, p.chunks_total, p.chunks_embedded, message
+    )
+
+
+def interrupted_jobs(store: Store) -> list[JobRow]:
     """Jobs left 'running' by a process that no longer exists; marked failed and returned."""
-    found = []
-    for row in rows(
-        store.conn,
-        "SELECT id, package, version, source, pid FROM ingest_jobs WHERE status = 'running'",
-    ):
-        if row["pid"] and _alive(int(row["pid"])):
-            continue
-        found.append(row)
-    if found:
-        with atomic(store.conn) as conn:
-            for row in found:
-                conn.execute(
-                    "UPDATE ingest_jobs SET status='failed', finished_at=?, error='interrupted'"
-                    " WHERE id=?",
-                    (utcnow(), row["id"]),
-                )
-    return found
+    return jobs_store.take_interrupted(store, alive)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process with this id runs (ours always does)."""
     if pid == os.getpid():
         return True
     try:

@@ -1,8 +1,9 @@
 """Items -> chunks -> vectors -> one transaction. Shared by every docs source.
 
-The model guard runs first (one row read) so a mismatched index is refused before any
-download. Vectors are reused by (model, hash of the exact text embedded); only text never
-seen is embedded. Any failure before the commit leaves the database exactly as it was.
+The caller runs the model guard once, before any download. Vectors are reused by (model,
+hash of the exact text embedded); only text never seen is embedded. The work checks the
+job's cancel token between steps and between embedding slices, and the transaction is
+opened only after the last check: a cancelled or failed ingestion writes nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 from attrs import frozen
@@ -19,13 +21,22 @@ from attrs import frozen
 from hexlocal_core.chunk import CHUNKER_VERSION, SectionChunker
 from hexlocal_core.errors import ModelMismatch
 from hexlocal_core.index.store import PackageWrite, Store
-from hexlocal_core.model import Chunk, DocItem, IngestProgress, IngestReport, Notice, sha256_text
+from hexlocal_core.ingest.cancel import checkpoint
+from hexlocal_core.model import (
+    Chunk,
+    DocItem,
+    IngestProgress,
+    IngestReport,
+    Notice,
+    Phase,
+    sha256_text,
+)
 from hexlocal_core.ports import Embedder, Vectors
 
 log = logging.getLogger("hexlocal.ingest")
 
+T = TypeVar("T")
 ProgressFn = Callable[[IngestProgress], None]
-PROGRESS_BATCH = 64  # embed in slices this size so progress moves during long jobs
 
 
 @frozen
@@ -55,10 +66,25 @@ def provider_of(embedder: Embedder) -> str:
     return embedder.model_id.split(":", 1)[0] if ":" in embedder.model_id else "api"
 
 
+async def in_worker(work: Callable[[], T]) -> T:
+    """`work()` in a worker thread that is always waited for, even when the caller is
+    cancelled: the thread stops at its next cancel checkpoint (or commits its transaction),
+    so nothing of a cancelled job still runs once its task has ended."""
+    future = asyncio.ensure_future(asyncio.to_thread(work))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        if not future.cancelled():
+            future.exception()  # retrieved: the cancellation is what the caller reports
+        raise
+
+
 def chunk_items(items: Sequence[DocItem], chunker: SectionChunker | None = None) -> list[Chunk]:
     chunker = chunker or SectionChunker()
     out: list[Chunk] = []
     for item in items:
+        checkpoint()
         out.extend(chunker.chunk(item))
     return out
 
@@ -68,13 +94,18 @@ async def embed_with_cache(
     embedder: Embedder,
     chunks: Sequence[Chunk],
     *,
-    batch_size: int,
+    slice_size: int,
     on_progress: Callable[[int], None] | None = None,
 ) -> tuple[Vectors, int]:
-    """Vectors for the chunks (row i for chunk i) and how many were embedded now."""
+    """Vectors for the chunks (row i for chunk i) and how many were embedded now.
+
+    Texts go to the embedder `slice_size` at a time (the adapter batches each slice its
+    own way); between slices progress moves and the cancel token is checked.
+    """
     texts = [c.embedding_text() for c in chunks]
     hashes = [sha256_text(t) for t in texts]
-    cached = await asyncio.to_thread(store.cached_vectors, embedder.model_id, hashes)
+    model = embedder.model_id
+    cached = await in_worker(lambda: store.cached_vectors(model, hashes))
     missing: dict[str, str] = {}
     for text, h in zip(texts, hashes, strict=True):
         if h not in cached:
@@ -84,9 +115,10 @@ async def embed_with_cache(
     done = len(chunks) - sum(uses[h] for h in missing)
     if on_progress:
         on_progress(done)
-    step = max(1, min(batch_size, PROGRESS_BATCH))
+    step = max(1, slice_size)
     fresh: dict[str, np.ndarray] = {}
     for start in range(0, len(todo), step):
+        checkpoint()
         part = todo[start : start + step]
         vectors = await embedder.embed([t for _, t in part])
         for (h, _), vector in zip(part, vectors, strict=True):
@@ -105,15 +137,14 @@ async def index_items(
     embedder: Embedder,
     request: IndexRequest,
     *,
-    batch_size: int = 200,
+    slice_size: int = 200,
     progress: ProgressFn | None = None,
     started: float | None = None,
 ) -> IngestReport:
     """Chunk, embed (reusing cached vectors) and write one package version atomically."""
     t0 = started or time.perf_counter()
-    model_guard(store, embedder)
 
-    def report(phase: str, embedded: int = 0, total: int = 0) -> None:
+    def report(phase: Phase, embedded: int = 0, total: int = 0) -> None:
         if progress:
             progress(
                 IngestProgress(
@@ -121,17 +152,19 @@ async def index_items(
                 )
             )
 
-    chunks = await asyncio.to_thread(chunk_items, request.items)
+    report(Phase.CHUNKING)
+    chunks = await in_worker(lambda: chunk_items(request.items))
     total = len(chunks)
-    report("embedding", 0, total)
+    report(Phase.EMBEDDING, 0, total)
     vectors, embedded = await embed_with_cache(
         store,
         embedder,
         chunks,
-        batch_size=batch_size,
-        on_progress=lambda n: report("embedding", n, total),
+        slice_size=slice_size,
+        on_progress=lambda n: report(Phase.EMBEDDING, n, total),
     )
-    report("writing", total, total)
+    checkpoint()  # the last one: past it the write runs to its end
+    report(Phase.WRITING, total, total)
     write = PackageWrite(
         name=request.package,
         version=request.version,
@@ -145,8 +178,8 @@ async def index_items(
         docs_html_url=request.docs_html_url,
         meta=dict(request.meta or {}),
     )
-    await asyncio.to_thread(store.replace_package, write)
-    report("done", total, total)
+    await in_worker(lambda: store.replace_package(write))
+    report(Phase.DONE, total, total)
     log.info(
         "indexed %s %s: %d items, %d chunks, %d embedded, %d reused",
         request.package,

@@ -1,49 +1,47 @@
-"""Where a package version's items come from: the HexDocs tarball, or compiled BEAM files.
+"""Reading a plan's items: the HexDocs tarball, or compiled BEAM files.
 
 The tarball is the default. BEAM Docs chunks serve git/path dependencies (hex.pm has no
 docs for them), Elixir's own apps when the mirror has no tarball, and any package whose
-compiled version matches when hex.pm cannot be reached.
+compiled version matches when hex.pm cannot be reached (see `planner`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from hexlocal_core.errors import IngestError, NotFound, RemoteError
-from hexlocal_core.ingest.pipeline import IndexRequest
-from hexlocal_core.model import Notice, ResolvedVersion, SourceKind
+from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
+from hexlocal_core.ingest.planner import IngestPlan
+from hexlocal_core.model import Notice, Phase, SourceKind
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.versions import ELIXIR_APPS
 
 log = logging.getLogger("hexlocal.sources")
 
+PhaseFn = Callable[[Phase], None]
 
-async def hexdocs_request(
-    registry: HexRegistry, name: str, version: str, *, max_bytes: int, docs_html_url: str | None
+
+def tarball_request(
+    data: bytes, name: str, version: str, *, max_bytes: int, docs_html_url: str | None
 ) -> IndexRequest:
-    """One GET of the docs tarball, parsed in memory (never written to disk)."""
+    """The items of a docs tarball, parsed in memory (never written to disk)."""
     from hexlocal_core.ingest.hexdocs import parse_hexdocs
     from hexlocal_core.ingest.tarball import read_docs_tarball
 
-    data = await registry.fetch_docs(name, version)
-
-    def parse() -> IndexRequest:
-        files = read_docs_tarball(data, max_bytes=max_bytes)
-        parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=docs_html_url)
-        if not parsed.items:
-            raise IngestError(f"the docs tarball of {name} {version} holds no documented items")
-        return IndexRequest(
-            package=name,
-            version=version,
-            source=SourceKind.HEXDOCS.value,
-            items=parsed.items,
-            docs_html_url=docs_html_url,
-            meta={"generation": parsed.generation, "tarball_bytes": len(data)},
-        )
-
-    return await asyncio.to_thread(parse)
+    files = read_docs_tarball(data, max_bytes=max_bytes)
+    parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=docs_html_url)
+    if not parsed.items:
+        raise IngestError(f"the docs tarball of {name} {version} holds no documented items")
+    return IndexRequest(
+        package=name,
+        version=version,
+        source=SourceKind.HEXDOCS.value,
+        items=parsed.items,
+        docs_html_url=docs_html_url,
+        meta={"generation": parsed.generation, "tarball_bytes": len(data)},
+    )
 
 
 def beam_request(
@@ -81,33 +79,22 @@ def compiled_ebin(
     return Path(app.ebin)
 
 
-async def load_items(
-    registry: HexRegistry,
-    resolved: ResolvedVersion,
-    *,
-    project_root: Path,
-    max_bytes: int,
-    docs_html_url: str | None,
-    elixir_home: Path | None = None,
+async def read_plan(
+    registry: HexRegistry, plan: IngestPlan, *, max_bytes: int, phase: PhaseFn
 ) -> IndexRequest:
-    """The items for a resolved version, from the best source available now."""
-    name, version = resolved.name, resolved.version
-    entry = resolved.lock_entry
-    if entry is not None and getattr(entry, "kind", "hex") in ("git", "path"):
-        ebin = await asyncio.to_thread(compiled_ebin, name, version, project_root, elixir_home)
-        if ebin is None:
-            raise NotFound(
-                f"{name} is a {entry.kind} dependency, so hex.pm has no docs for it; compile the "
-                f"project (`mix compile`) so hexlocal can read them from _build"
-            )
-        return await asyncio.to_thread(beam_request, ebin, name, version)
+    """The plan's items: the tarball (or its fallback), or the compiled files."""
+    name, version = plan.package, plan.version
+    if plan.source is SourceKind.BEAM:
+        assert plan.ebin is not None
+        phase(Phase.PARSING)
+        ebin = plan.ebin
+        return await in_worker(lambda: beam_request(ebin, name, version))
+    phase(Phase.DOWNLOADING)
     try:
-        return await hexdocs_request(
-            registry, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url
-        )
+        data = await registry.fetch_docs(name, version)
     except (RemoteError, NotFound) as exc:
-        ebin = await asyncio.to_thread(compiled_ebin, name, version, project_root, elixir_home)
-        if ebin is None:
+        fallback = plan.fallback
+        if fallback is None:
             raise
         why = (
             "hex.pm could not be reached"
@@ -116,7 +103,14 @@ async def load_items(
         )
         notice = Notice(
             "docs_from_beam",
-            f"{why} for {name} {version}, so the docs come from the compiled BEAM files in {ebin}.",
+            f"{why} for {name} {version}, so the docs come from the compiled BEAM files in "
+            f"{fallback}.",
         )
-        log.info("%s; falling back to %s", exc, ebin)
-        return await asyncio.to_thread(beam_request, ebin, name, version, notices=(notice,))
+        log.info("%s; falling back to %s", exc, fallback)
+        phase(Phase.PARSING)
+        return await in_worker(lambda: beam_request(fallback, name, version, notices=(notice,)))
+    phase(Phase.PARSING)
+    url = plan.docs_html_url
+    return await in_worker(
+        lambda: tarball_request(data, name, version, max_bytes=max_bytes, docs_html_url=url)
+    )

@@ -88,8 +88,8 @@ async def prepare(workdir: Path, env: dict[str, str]) -> Base:
     try:
         await service.ingest(PACKAGE, OLD)
         await service.ingest(*BYSTANDER)
-        old = service.store.package(PACKAGE)
-        bystander = service.store.package(BYSTANDER[0])
+        indexed = {p.name: p for p in service.list_packages()}
+        old, bystander = indexed.get(PACKAGE), indexed.get(BYSTANDER[0])
     finally:
         await service.aclose()
     assert old is not None and bystander is not None
@@ -207,11 +207,11 @@ async def _next_run(base: Base, db: Path) -> tuple[bool, str]:
     service = service_for(settings_for_db(db, base.env), HashingEmbedder())
     try:
         await service.start()
-        job = service.jobs.get(PACKAGE)
-        resumed = job is not None
-        if job is not None:
-            await asyncio.wait_for(asyncio.shield(job.task), RESUME_TIMEOUT_S)
-            service.jobs.collect(PACKAGE)
+        (status,) = service.ingestion_status(PACKAGE)
+        resumed = status.state not in ("indexed", "not indexed")  # a job of this process
+        if resumed:
+            # Joins the resumed job (one job per package) and collects its result.
+            await asyncio.wait_for(service.ingest(PACKAGE, status.version), RESUME_TIMEOUT_S)
         elif _version_of(db) != NEW:
             # Killed before the job row was written: nothing to resume, so ingest anew.
             await service.ingest(PACKAGE, NEW)

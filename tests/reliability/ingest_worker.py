@@ -15,9 +15,9 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any
 
 from hexlocal_core.config import Settings
+from hexlocal_core.index.store import PackageWrite, Store
 from hexlocal_core.model import IngestProgress
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import client_for
@@ -42,15 +42,15 @@ async def main(package: str, version: str) -> None:
         load_models=False,
     )
     last = ""
-    write = service.store.replace_package
+    write = Store.replace_package
 
-    def replace_package(*args: Any) -> None:
-        # The progress callback is polled (0.2 s); the transaction's edges are exact here.
+    def replace_package(store: Store, package: PackageWrite) -> None:
+        # Progress says "writing" just before the transaction; its edges are exact here.
         say(f"phase transaction {time.perf_counter() - STARTED:.3f}")
-        write(*args)
+        write(store, package)
         say(f"phase committed {time.perf_counter() - STARTED:.3f}")
 
-    service.store.replace_package = replace_package  # type: ignore[method-assign,assignment]
+    Store.replace_package = replace_package  # type: ignore[method-assign]
 
     def on_progress(p: IngestProgress) -> None:
         nonlocal last

@@ -15,14 +15,19 @@ import asyncio
 import logging
 from typing import Any
 
+from attrs import define
+
+from hexlocal_core.config import Settings
+from hexlocal_core.index.store import Store
 from hexlocal_core.memory import inputs, queue, records
-from hexlocal_core.memory.curator import Curator, MemoryHost, embed_texts
+from hexlocal_core.memory.curator import Curator, embed_texts
 from hexlocal_core.memory.queue import QueueItem
 from hexlocal_core.memory.recall import lock_pins, search
 from hexlocal_core.memory.threads import in_thread
 from hexlocal_core.model import Memory
+from hexlocal_core.ports import ChatModel, Embedder
 
-__all__ = ["MemoryHost", "MemoryService"]
+__all__ = ["MemoryPorts", "MemoryService"]
 
 log = logging.getLogger("hexlocal.memory")
 
@@ -30,14 +35,25 @@ BACKFILL_BATCH = 64
 DRAIN_POLL_S = 0.02
 
 
+@define
+class MemoryPorts:
+    """What memory needs: the store, the models, and the settings it reads (thresholds,
+    the project root whose mix.lock marks memories stale). Satisfies `MemoryHost`."""
+
+    settings: Settings
+    store: Store
+    embedder: Embedder | None
+    chat: ChatModel | None
+
+
 class MemoryService:
-    """The memory use cases of `service.Hexlocal` (reached as `service.memory`)."""
+    """The memory use cases the facade delegates to: remember, remember_status, recall."""
 
     # Pauses before retrying an item whose curation raised unexpectedly (a busy database,
     # a bug); after the last one the item is marked failed, its text kept in the queue.
     RETRY_DELAYS_S: tuple[float, ...] = (0.2, 1.0)
 
-    def __init__(self, host: MemoryHost) -> None:
+    def __init__(self, host: MemoryPorts) -> None:
         self._host = host
         self._curator = Curator(host)
         self._task: asyncio.Task[None] | None = None

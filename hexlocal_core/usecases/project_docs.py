@@ -4,20 +4,22 @@ it has never seen, so editing one file re-embeds only that file's changed chunks
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from attrs import asdict, frozen
+from attrs import asdict, field, frozen
 
+from hexlocal_core.bounds import check_limit, check_query
+from hexlocal_core.errors import ModelError
+from hexlocal_core.index.store import Store
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE, PROJECT_VERSION, scan_markdown
-from hexlocal_core.ingest.pipeline import IndexRequest, chunk_items, index_items
-from hexlocal_core.maintenance import compare
-from hexlocal_core.model import SearchResult, SourceKind
-
-if TYPE_CHECKING:
-    from hexlocal_core.service import Hexlocal
+from hexlocal_core.ingest.pipeline import IndexRequest, chunk_items, in_worker, index_items
+from hexlocal_core.ingest.pipeline import model_guard as guard
+from hexlocal_core.model import Notice, SearchResult, SourceKind
+from hexlocal_core.ports import Embedder
+from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.usecases.chunk_diff import compare
 
 
 @frozen
@@ -29,11 +31,11 @@ class ProjectIndexReport:
     removed: int
     changed: int
     embedded: int
-    skipped: dict[str, int]
-    seconds: float
+    skipped: Mapping[str, int] = field(factory=dict)
+    seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "skipped": dict(self.skipped)}
 
 
 def project_request(project_root: Path, paths: Sequence[Path] | None) -> IndexRequest:
@@ -49,25 +51,27 @@ def project_request(project_root: Path, paths: Sequence[Path] | None) -> IndexRe
 
 
 async def index_project_docs(
-    service: Hexlocal, paths: Sequence[Path] | None = None
+    store: Store,
+    embedder: Embedder | None,
+    project_root: Path,
+    paths: Sequence[Path] | None,
+    *,
+    slice_size: int,
 ) -> ProjectIndexReport:
     """Index (or re-index) the project's markdown; a deleted file's chunks disappear."""
-    if service.embedder is None:
-        from hexlocal_core.errors import ModelError
-
+    if embedder is None:
         raise ModelError("no embedding model is available; see `hexlocal models status`")
-    request = await asyncio.to_thread(project_request, service.settings.project_root, paths)
-    stored = service.store.stored_hashes(PROJECT_PACKAGE)
-    chunks = await asyncio.to_thread(chunk_items, request.items)
-    counts = compare(stored, [(c.item.ref, c.ordinal, c.content_hash) for c in chunks])
+    guard(store, embedder)
+    request = await in_worker(lambda: project_request(project_root, paths))
+    stored = await in_worker(lambda: store.stored_hashes(PROJECT_PACKAGE))
+    chunks = await in_worker(lambda: chunk_items(request.items))
+    diff = compare(stored, [(c.item.ref, c.ordinal, c.content_hash) for c in chunks])
+    counts = asdict(diff)
     if not request.items:
         # Every file is gone (or skipped): the project's docs leave the index entirely.
-        await asyncio.to_thread(service.store.delete_package, PROJECT_PACKAGE)
-        skipped = dict(request.skipped or {})
-        return ProjectIndexReport(0, 0, embedded=0, skipped=skipped, seconds=0.0, **counts)
-    report = await index_items(
-        service.store, service.embedder, request, batch_size=service.settings.embed_batch_size
-    )
+        await in_worker(lambda: store.delete_package(PROJECT_PACKAGE))
+        return ProjectIndexReport(0, 0, embedded=0, skipped=dict(request.skipped or {}), **counts)
+    report = await index_items(store, embedder, request, slice_size=slice_size)
     return ProjectIndexReport(
         files=report.items,
         chunks=report.chunks,
@@ -78,23 +82,20 @@ async def index_project_docs(
     )
 
 
-async def search_project_docs(service: Hexlocal, query: str, *, limit: int = 5) -> SearchResult:
-    from hexlocal_core.model import Notice
-    from hexlocal_core.service import check_limit, check_query
-
+async def search_project_docs(
+    engine: SearchEngine, store: Store, query: str, *, limit: int, rerank_enabled: bool
+) -> SearchResult:
     query = check_query(query)
     limit = check_limit(limit)
-    if service.store.package(PROJECT_PACKAGE) is None:
+    if store.package(PROJECT_PACKAGE) is None:
         notice = Notice(
             "project_docs_not_indexed",
             "The project's docs are not indexed yet; run `hexlocal index-docs` (README.md, docs/ "
             "and guides/ under PROJECT_ROOT by default).",
         )
         return SearchResult(package=PROJECT_PACKAGE, version=None, query=query, notices=(notice,))
-    mode = "rerank" if service.settings.rerank_enabled else "rrf"
-    outcome = await service.engine.search(
-        PROJECT_PACKAGE, query, limit=limit, mode=mode, exact=False
-    )
+    mode = "rerank" if rerank_enabled else "rrf"
+    outcome = await engine.search(PROJECT_PACKAGE, query, limit=limit, mode=mode, exact=False)
     return SearchResult(
         package=PROJECT_PACKAGE,
         version=PROJECT_VERSION,

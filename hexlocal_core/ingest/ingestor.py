@@ -1,0 +1,99 @@
+"""The one ingestor: gather the facts, plan (pure), read the plan's items, index them.
+
+It takes the ports it needs (store, embedder, registry) and plain values; the model guard
+is the caller's, run once before a job starts.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from attrs import frozen
+
+from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError
+from hexlocal_core.index.store import Store
+from hexlocal_core.ingest.pipeline import IndexRequest, ProgressFn, in_worker, index_items
+from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
+from hexlocal_core.ingest.sources import compiled_ebin, read_plan
+from hexlocal_core.model import IngestProgress, IngestReport, Phase, ResolvedVersion
+from hexlocal_core.ports import Embedder, HexRegistry
+from hexlocal_core.versions import ELIXIR_APPS
+
+
+@frozen
+class SourcePaths:
+    """Where compiled apps are found, and how much a docs tarball may weigh."""
+
+    project_root: Path
+    elixir_home: Path | None
+    max_docs_bytes: int
+
+
+class Ingestor:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        registry: HexRegistry,
+        paths: SourcePaths,
+        *,
+        slice_size: int,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._registry = registry
+        self._paths = paths
+        self._slice_size = slice_size
+
+    async def plan(
+        self, resolved: ResolvedVersion, *, docs_html_url: str | None = None, ask_hex: bool = True
+    ) -> IngestPlan:
+        """Gathers what the planner needs (a folder probe, hex.pm's docs URL) and plans."""
+        name, version, p = resolved.name, resolved.version, self._paths
+        compiled = await in_worker(
+            lambda: compiled_ebin(name, version, p.project_root, p.elixir_home)
+        )
+        if docs_html_url is None and ask_hex and not needs_compiled(resolved):
+            docs_html_url = await self._docs_html_url(name)
+        return plan_ingest(resolved, compiled=compiled, docs_html_url=docs_html_url)
+
+    async def read(self, plan: IngestPlan, phase: ProgressFn | None = None) -> IndexRequest:
+        def report(p: Phase) -> None:
+            if phase is not None:
+                phase(IngestProgress(plan.package, plan.version, p))
+
+        return await read_plan(
+            self._registry, plan, max_bytes=self._paths.max_docs_bytes, phase=report
+        )
+
+    async def run(self, resolved: ResolvedVersion, progress: ProgressFn) -> IngestReport:
+        """Plans, reads and indexes one package version; writes nothing unless it all works."""
+        started = time.perf_counter()
+        plan = await self.plan(resolved)
+        request = await self.read(plan, progress)
+        return await self.index(request, progress, started=started)
+
+    async def index(
+        self, request: IndexRequest, progress: ProgressFn | None = None, *, started: float | None
+    ) -> IngestReport:
+        if self._embedder is None:
+            raise ModelError(
+                "no embedding model is available to index new docs; see `hexlocal models status`"
+            )
+        return await index_items(
+            self._store,
+            self._embedder,
+            request,
+            slice_size=self._slice_size,
+            progress=progress,
+            started=started,
+        )
+
+    async def _docs_html_url(self, name: str) -> str | None:
+        if name in ELIXIR_APPS:
+            return None
+        try:
+            return (await self._registry.package_info(name)).docs_html_url
+        except (RemoteError, PackageNotFound):
+            return None

@@ -1,0 +1,218 @@
+"""Ensure a package version is indexed: resolve the version, decide whether a job is owed,
+run it (once per package at a time) and wait for it up to a bound.
+
+Every docs call (search, get, ingest) comes through `Indexing.prepare` once. The model
+guard runs once per call that may download, before the first request of a new package.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from attrs import evolve, frozen
+
+from hexlocal_core.errors import ModelError, RemoteError
+from hexlocal_core.index.store import Store
+from hexlocal_core.ingest.ingestor import Ingestor
+from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
+from hexlocal_core.ingest.pipeline import in_worker, model_guard
+from hexlocal_core.model import (
+    IndexedPackage,
+    IngestProgress,
+    IngestReport,
+    JobStatus,
+    Notice,
+    Phase,
+    ResolvedVersion,
+    VersionSource,
+)
+from hexlocal_core.ports import Embedder, HexRegistry
+from hexlocal_core.versions import resolve_version, validate_package_name
+
+log = logging.getLogger("hexlocal.ingest")
+
+WAIT_DEFAULT = -1.0  # `prepare(wait_s=...)`: wait INGEST_TIMEOUT_MS
+
+
+@frozen
+class Prepared:
+    """Where a docs call stands after resolution: ready at a version, or waiting on a job."""
+
+    resolved: ResolvedVersion
+    version: str
+    notices: tuple[Notice, ...]
+    waiting: JobStatus | None = None
+    report: IngestReport | None = None
+
+    @property
+    def name(self) -> str:
+        return self.resolved.name
+
+
+class Indexing:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | None,
+        registry: HexRegistry,
+        ingestor: Ingestor,
+        *,
+        project_root: Path,
+        database_path: Path,
+        timeout_s: float,
+        startup_notices: tuple[Notice, ...] = (),
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._registry = registry
+        self._ingestor = ingestor
+        self._project_root = project_root
+        self._database_path = database_path
+        self._timeout_s = timeout_s
+        self._startup_notices = startup_notices
+        self._jobs = JobRegistry(store)
+
+    async def resume(self) -> None:
+        """Restarts the jobs a killed process left running."""
+        rows = await in_worker(lambda: interrupted_jobs(self._store))
+        if not rows:
+            return
+        # One finished since (by another process, or a sync): nothing left to do for it.
+        rows = [r for r in rows if not self._indexed_at(r.package, r.version)]
+        if not rows:
+            return
+        try:
+            self.guard()  # once for all of them: the index and the embedder are shared
+        except ModelError as exc:
+            log.warning("not resuming %d interrupted ingestion(s): %s", len(rows), exc)
+            return
+        for row in rows:
+            log.info("resuming interrupted ingestion of %s %s", row.package, row.version)
+            self._start_job(row.package, row.version, None)
+
+    async def aclose(self) -> None:
+        await self._jobs.cancel_all()
+
+    def status(self, package: str | None = None) -> list[JobStatus]:
+        """This process's jobs (all, or the package's), else what the index holds for it."""
+        if not package:
+            return self._jobs.statuses()
+        package = validate_package_name(package)  # a bad name is an error, never echoed whole
+        job = self._jobs.get(package)
+        if job is not None:
+            return [job.status()]
+        indexed = self._store.package(package)
+        if indexed is None:
+            return [JobStatus(package, "not indexed")]
+        return [JobStatus(package, "indexed", version=indexed.version)]
+
+    async def resolve(self, package: str, version: str | None) -> ResolvedVersion:
+        name = validate_package_name(package)
+        try:
+            return await resolve_version(
+                name, version, project_root=self._project_root, registry=self._registry
+            )
+        except RemoteError as exc:
+            indexed = self._store.package(name)
+            if indexed is None:
+                raise RemoteError(
+                    f"cannot choose a version of {name}: {exc}. Pass an explicit version, or pin "
+                    "it in mix.lock, to work offline."
+                ) from exc
+            notice = Notice(
+                "registry_unreachable",
+                f"hex.pm could not be reached ({exc}); answering from the indexed "
+                f"{name} {indexed.version}.",
+            )
+            return ResolvedVersion(name, indexed.version, VersionSource.INDEXED, notices=(notice,))
+
+    async def prepare(
+        self,
+        package: str,
+        version: str | None,
+        *,
+        refresh: bool,
+        progress: ProgressFn | None,
+        wait_s: float | None = WAIT_DEFAULT,
+    ) -> Prepared:
+        # resolve_version reads a blank version as "not given"; so must the checks below,
+        # or a blank version would replace the indexed one with hex.pm's latest.
+        if version is not None and not version.strip():
+            version = None
+        guarded = False
+        if self._store.package(validate_package_name(package)) is None:
+            self.guard()  # a new package means a download: refuse before any request
+            guarded = True
+        resolved = await self.resolve(package, version)
+        notices = list(self._startup_notices) + list(resolved.notices)
+        indexed = self._store.package(resolved.name)
+        running = self._jobs.running(resolved.name)
+        if running is None and indexed is not None and not refresh:
+            if indexed.version == resolved.version:
+                self._jobs.collect(resolved.name)
+                return Prepared(resolved, indexed.version, tuple(notices))
+            if version is None and resolved.source in (
+                VersionSource.HEX_LATEST,
+                VersionSource.INDEXED,
+            ):
+                notices.append(_not_latest_notice(indexed, resolved))
+                kept = evolve(resolved, version=indexed.version, source=VersionSource.INDEXED)
+                return Prepared(kept, indexed.version, tuple(notices))
+        if running is None and not guarded:
+            self.guard()
+        job = running or self._start_job(resolved.name, resolved.version, resolved)
+        timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
+        with job.listening(progress):
+            report = await self._jobs.wait(job, timeout)
+        if report is None:
+            return Prepared(resolved, resolved.version, tuple(notices), waiting=job.status())
+        self._jobs.collect(resolved.name)
+        notices.extend(report.notices)
+        if indexed is not None and indexed.version != report.version:
+            notices.append(self._replaced_notice(indexed, resolved))
+        return Prepared(resolved, report.version, tuple(notices), report=report)
+
+    def _indexed_at(self, name: str, version: str) -> bool:
+        indexed = self._store.package(name)
+        return indexed is not None and indexed.version == version
+
+    def guard(self) -> None:
+        """Raises ModelError unless new docs can be indexed (an embedder of the index's model)."""
+        if self._embedder is None:
+            raise ModelError(
+                "no embedding model is available to index new docs; see `hexlocal models status`"
+            )
+        model_guard(self._store, self._embedder)
+
+    def _start_job(self, name: str, version: str, resolved: ResolvedVersion | None) -> Job:
+        async def work(report: ProgressFn) -> IngestReport:
+            target = resolved
+            if target is None:  # a resumed job: the version is known, its source is not
+                report(IngestProgress(name, version, Phase.RESOLVING))
+                target = await self.resolve(name, version)
+            return await self._ingestor.run(target, report)
+
+        return self._jobs.start(name, version, "auto", work)
+
+    def _replaced_notice(self, old: IndexedPackage, resolved: ResolvedVersion) -> Notice:
+        why = {
+            VersionSource.MIX_LOCK: f"which {resolved.detail or 'mix.lock'} pins",
+            VersionSource.EXPLICIT: "which was asked for explicitly",
+        }.get(resolved.source, f"chosen from {resolved.source.value}")
+        return Notice(
+            "version_replaced",
+            f"Replaced indexed '{old.name}' v{old.version} with v{resolved.version}, {why}. "
+            f"The index keeps one version per package and is shared by every client using "
+            f"{self._database_path}; another project on v{old.version} should use its own "
+            "DATABASE_PATH.",
+        )
+
+
+def _not_latest_notice(indexed: IndexedPackage, resolved: ResolvedVersion) -> Notice:
+    return Notice(
+        "indexed_version_differs",
+        f"Answering from the indexed {indexed.name} {indexed.version}; hex.pm's latest stable is "
+        f"{resolved.version} and nothing in the project pins {indexed.name}. Pass "
+        f"version='{resolved.version}' (or refresh) to switch.",
+    )

@@ -1,0 +1,454 @@
+"""`sync` end to end: a mix.lock in tmp, the fake hex serving the corpus's real tarballs,
+the real parser and SQLite. The embedder is the HashingEmbedder: these tests are about
+orchestration (queue, states, failures, resuming, searches during a sync)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hexlocal_core.config import Settings
+from hexlocal_core.index.db import rows, scalar
+from hexlocal_core.index.store import Store
+from hexlocal_core.index.sync_store import SyncRow
+from hexlocal_core.ingest.beam_sources import find_elixir_lib
+from hexlocal_core.model import IndexedPackage, JobStatus, PackageState, Phase, SyncState
+from hexlocal_core.service import Hexlocal, build
+from hexlocal_core.usecases.sync_plan import SyncTarget, package_states, plan_queue
+from tests.fakes.fake_hex import FakeHex
+from tests.helpers import HashingEmbedder, db
+from tests.hex_fixtures import client_for, settings_for
+
+# Small corpus packages, at versions the corpus holds; in sync (lock) order.
+LOCKED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1", "telemetry": "1.2.1"}
+WAIT_S = 20.0  # upper bound for a state to be reached; never a speed assertion
+
+
+def lock_text(pins: dict[str, str], extra: str = "") -> str:
+    lines = [
+        f'  "{name}": {{:hex, :{name}, "{version}", "abc", [:mix], [], "hexpm", "def"}},'
+        for name, version in pins.items()
+    ]
+    return "%{\n" + "\n".join(lines) + "\n" + extra + "}\n"
+
+
+def project(settings: Settings, pins: dict[str, str] = LOCKED, extra: str = "") -> Path:
+    root = settings.project_root
+    (root / "mix.exs").write_text("defmodule App.MixProject do\nend\n")
+    (root / "mix.lock").write_text(lock_text(pins, extra))
+    return root
+
+
+def sync_settings(fake: FakeHex, tmp_path: Path, **overrides: Any) -> Settings:
+    overrides.setdefault("sync_elixir", False)  # Elixir's apps: one test of their own
+    return settings_for(fake, tmp_path, ai_rerank_model="off", **overrides)
+
+
+def make(settings: Settings) -> Hexlocal:
+    return build(
+        settings,
+        embedder=HashingEmbedder(),
+        reranker=None,
+        registry=client_for(settings),
+        load_models=False,
+    )
+
+
+@pytest.fixture
+async def svc(fake_hex: FakeHex, tmp_path: Path) -> AsyncIterator[Hexlocal]:
+    settings = sync_settings(fake_hex, tmp_path)
+    project(settings)
+    service = make(settings)
+    yield service
+    await service.aclose()
+
+
+def by_name(states: Sequence[PackageState]) -> dict[str, PackageState]:
+    return {s.name: s for s in states}
+
+
+async def until(
+    service: Hexlocal, ok: Callable[[dict[str, PackageState]], bool]
+) -> dict[str, PackageState]:
+    """Polls `project_packages` until `ok` holds (or fails after WAIT_S)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while True:
+        states = by_name(await service.project_packages())
+        if ok(states):
+            return states
+        if loop.time() > deadline:
+            raise AssertionError(f"state not reached: {states}")
+        await asyncio.sleep(0.02)
+
+
+def forget(service: Hexlocal, name: str) -> None:
+    """Deletes a package the way the store does (its vectors too)."""
+    store = Store(Path(service.diagnostics().database_path))
+    try:
+        assert store.delete_package(name)
+    finally:
+        store.close()
+
+
+def docs_requests(fake: FakeHex, name: str) -> int:
+    return len(fake.requests_to(f"/repo/docs/{name}-*"))
+
+
+# -- the use case -------------------------------------------------------------------------
+
+
+async def test_sync_indexes_every_locked_package_at_its_version(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
+    report = await svc.sync(wait=True)
+    assert report.queued == 4 and not report.running
+    assert report.count(SyncState.INDEXED) == 4
+    indexed = {p.name: p.version for p in svc.list_packages()}  # the old call still works
+    assert indexed == LOCKED
+    for state in report.packages:
+        assert (state.locked_version, state.indexed_version) == (LOCKED[state.name],) * 2
+        assert state.kind == "hex" and state.chunks > 0
+    assert all(docs_requests(fake_hex, name) == 1 for name in LOCKED)
+
+    again = await svc.sync(wait=True)  # nothing owed: no job, no request
+    assert again.queued == 0 and again.count(SyncState.INDEXED) == 4
+    assert all(docs_requests(fake_hex, name) == 1 for name in LOCKED)
+    result = await svc.search_docs("telemetry", "attach a handler")
+    assert result.hits and result.version == "1.2.1"
+
+
+async def test_states_move_from_queued_to_indexing_to_indexed(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
+    fake_hex.fail("/repo/docs/mime-*", delay=1.0)  # holds the second package a moment
+    seen: list[PackageState] = []
+    report = await svc.sync(wait=False, progress=seen.append)
+    assert report.running and report.queued == 4
+    states = await until(svc, lambda s: s["mime"].state is SyncState.INDEXING)
+    assert states["jason"].state is SyncState.INDEXED
+    assert states["nimble_options"].state is SyncState.QUEUED
+    assert states["telemetry"].state is SyncState.QUEUED
+    await svc.sync(wait=True, progress=seen.append)  # joins the running worker
+    assert docs_requests(fake_hex, "mime") == 1
+    moving = [s for s in seen if s.state is SyncState.INDEXING and s.phase is Phase.EMBEDDING]
+    assert moving and all(s.chunks_total > 0 for s in moving)  # "indexing n/m chunks"
+    assert {s.name for s in seen if s.state is SyncState.INDEXED} >= {"nimble_options"}
+    final = by_name(await svc.project_packages())
+    assert {n: s.state for n, s in final.items()} == {n: SyncState.INDEXED for n in LOCKED}
+
+
+async def test_a_failing_package_shows_why_and_the_rest_continue(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = sync_settings(fake_hex, tmp_path)
+    project(settings, {**LOCKED, "mime": "9.9.9"})  # the corpus has no mime 9.9.9 docs
+    fake_hex.fail("/repo/docs/nimble_options-*", status=503)  # and one transient failure
+    service = make(settings)
+    try:
+        states = by_name((await service.sync(wait=True)).packages)
+        assert states["mime"].state is SyncState.FAILED
+        assert "9.9.9" in (states["mime"].reason or "") and "no docs" in (
+            states["mime"].reason or ""
+        )
+        assert states["nimble_options"].state is SyncState.FAILED
+        assert {states[n].state for n in ("jason", "telemetry")} == {SyncState.INDEXED}
+        listed = by_name(await service.project_packages())
+        assert listed["mime"].state is SyncState.FAILED and listed["mime"].reason
+
+        # A background sync (the next start) retries the transient failure, not the 404.
+        fake_hex.reset()
+        states = by_name(
+            (await service._syncer.sync(wait=True, progress=None, retry_failed=False)).packages
+        )
+        assert states["nimble_options"].state is SyncState.INDEXED
+        assert states["mime"].state is SyncState.FAILED
+        assert docs_requests(fake_hex, "mime") == 0
+        # An explicit sync retries every failure.
+        await service.sync(wait=True)
+        assert docs_requests(fake_hex, "mime") == 1
+    finally:
+        await service.aclose()
+
+
+async def test_a_sync_cut_short_resumes_at_the_next_start_without_duplicates(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = sync_settings(fake_hex, tmp_path)
+    project(settings)
+    fake_hex.fail("/repo/docs/nimble_options-*", delay=30.0)  # the process ends during it
+    first = make(settings)
+    await first.sync(wait=False)
+    await until(first, lambda s: s["nimble_options"].state is SyncState.INDEXING)
+    await first.aclose()
+    conn = db(first)
+    assert scalar(conn, "SELECT group_concat(name) FROM packages") == "jason,mime"
+    left = rows(conn, "SELECT package, status, pid FROM sync_queue ORDER BY seq")
+    assert [(r["package"], r["status"], r["pid"]) for r in left] == [
+        ("jason", "done", None),
+        ("mime", "done", None),
+        ("nimble_options", "queued", None),
+        ("telemetry", "queued", None),
+    ]
+
+    fake_hex.reset()
+    second = make(settings)  # HEXLOCAL_SYNC_ON_START defaults to true
+    try:
+        await second.start()
+        await until(second, lambda s: all(x.state is SyncState.INDEXED for x in s.values()))
+        assert {n: docs_requests(fake_hex, n) for n in LOCKED} == {
+            "jason": 0,
+            "mime": 0,
+            "nimble_options": 1,
+            "telemetry": 1,
+        }
+        conn = db(second)
+        assert scalar(conn, "SELECT count(*) FROM sync_queue") == 4
+        per_package = "SELECT package, count(*) AS n FROM chunks GROUP BY package"
+        stored = {r["package"]: r["n"] for r in rows(conn, per_package)}
+        assert stored == {p.name: p.chunk_count for p in second.list_packages()}
+    finally:
+        await second.aclose()
+
+
+async def test_a_row_claimed_by_a_process_that_died_is_taken_up_again(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
+    await svc.sync(wait=True)
+    conn = db(svc)
+    forget(svc, "mime")
+    # What a killed worker leaves: its row running, claimed by a pid that no longer runs.
+    conn.execute(
+        "UPDATE sync_queue SET status = 'running', pid = 2147483646 WHERE package = 'mime'"
+    )
+    states = by_name(await svc.project_packages())
+    assert states["mime"].state is SyncState.QUEUED
+    report = await svc.sync(wait=True)
+    assert by_name(list(report.packages))["mime"].state is SyncState.INDEXED
+    assert docs_requests(fake_hex, "mime") == 2
+
+
+async def test_after_a_kill_the_resumed_job_and_the_sync_share_one_download(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = sync_settings(fake_hex, tmp_path)
+    project(settings, {"jason": "1.4.4", "mime": "2.0.7"})
+    first = make(settings)
+    await first.sync(wait=True)
+    conn = db(first)
+    forget(first, "mime")
+    await first.aclose()
+    # What `kill -9` during mime's job leaves: mime not written, its job row and its sync
+    # row both 'running' under a pid that no longer runs.
+    dead = 2147483646
+    conn.execute(
+        "UPDATE sync_queue SET status = 'running', pid = ? WHERE package = 'mime'", (dead,)
+    )
+    conn.execute(
+        "INSERT INTO ingest_jobs(package, version, source, status, pid, started_at)"
+        " VALUES ('mime', '2.0.7', 'auto', 'running', ?, '2026-12-01T00:00:00Z')",
+        (dead,),
+    )
+    fake_hex.reset()
+    second = make(settings)
+    try:
+        await second.start()  # resumes mime's job, and syncs: the worker joins that job
+        await until(second, lambda s: s["mime"].state is SyncState.INDEXED)
+        await second.sync(wait=True)
+        assert docs_requests(fake_hex, "mime") == 1 and docs_requests(fake_hex, "jason") == 0
+    finally:
+        await second.aclose()
+
+
+async def test_a_search_for_the_package_being_synced_waits_for_its_job(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
+    fake_hex.fail("/repo/docs/jason-*", delay=0.5)
+    await svc.sync(wait=False)
+    await until(svc, lambda s: s["jason"].state is SyncState.INDEXING)
+    result = await svc.search_docs("jason", "Jason.decode/2")
+    assert result.hits and result.version == "1.4.4" and result.ingestion is None
+    assert docs_requests(fake_hex, "jason") == 1  # the sync's job, not a second one
+
+
+async def test_a_search_for_a_queued_package_starts_it_now(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
+    fake_hex.fail("/repo/docs/jason-*", delay=30.0)  # the worker is stuck on the first
+    await svc.sync(wait=False)
+    await until(svc, lambda s: s["jason"].state is SyncState.INDEXING)
+    result = await svc.search_docs("telemetry", "attach a handler")
+    assert result.hits and result.version == "1.2.1"
+    states = by_name(await svc.project_packages())
+    assert states["telemetry"].state is SyncState.INDEXED
+    assert states["jason"].state is SyncState.INDEXING
+    assert states["mime"].state is SyncState.QUEUED
+    assert docs_requests(fake_hex, "telemetry") == 1
+
+
+async def test_start_does_not_sync_when_the_setting_is_off(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    base = settings_for(fake_hex, tmp_path)
+    env = {
+        "HEX_API_URL": fake_hex.api_url,
+        "HEX_MIRROR": fake_hex.mirror_url,
+        "PROJECT_ROOT": str(base.project_root),
+        "DATABASE_PATH": str(base.database_path),
+        "HEXLOCAL_SYNC_ON_START": "false",
+        "HEXLOCAL_SYNC_ELIXIR": "off",
+    }
+    settings = Settings.from_env(env)
+    assert not settings.sync_on_start and not settings.sync_elixir and not settings.warnings
+    project(settings)
+    service = make(settings)
+    try:
+        await service.start()
+        await asyncio.sleep(0.3)  # a background sync would have queued and asked by now
+        assert fake_hex.requests == []
+        assert scalar(db(service), "SELECT count(*) FROM sync_queue") == 0
+        states = await service.project_packages()
+        assert {s.state for s in states} == {SyncState.NOT_INDEXED}
+    finally:
+        await service.aclose()
+
+
+def test_a_malformed_sync_setting_falls_back_to_on_with_a_warning() -> None:
+    settings = Settings.from_env({"HEXLOCAL_SYNC_ON_START": "sometimes"})
+    assert settings.sync_on_start
+    assert any("HEXLOCAL_SYNC_ON_START" in w for w in settings.warnings)
+
+
+# -- what the project runs besides Hex packages ---------------------------------------------
+
+
+async def test_elixir_apps_are_queued_at_the_projects_elixir_version(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = sync_settings(fake_hex, tmp_path, sync_elixir=True)
+    root = project(settings, {"jason": "1.4.4"})
+    (root / ".tool-versions").write_text("erlang 27.1\nelixir 1.18.4-otp-27\n")
+    fake_hex.fail("/repo/docs/jason-*", delay=30.0)  # hold the worker: states only
+    service = make(settings)
+    try:
+        await service.sync(wait=False)
+        states = await service.project_packages()
+        apps = [s for s in states if s.kind == "elixir"]
+        assert [s.name for s in apps] == ["eex", "ex_unit", "iex", "logger", "mix", "elixir"]
+        assert {(s.locked_version, s.state) for s in apps} == {("1.18.4", SyncState.QUEUED)}
+    finally:
+        await service.aclose()
+
+
+async def test_git_deps_are_read_from_build_or_skipped_with_the_fix(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    eex = find_elixir_lib("eex", None)
+    if eex is None:
+        pytest.skip("Elixir is not installed")
+    settings = sync_settings(fake_hex, tmp_path)
+    git = '  "{0}": {{:git, "https://example.invalid/{0}.git", "0123abc", []}},\n'
+    root = project(settings, {"jason": "1.4.4"}, git.format("built_dep") + git.format("raw_dep"))
+    ebin = root / "_build" / "dev" / "lib" / "built_dep" / "ebin"
+    shutil.copytree(eex.ebin, ebin)  # real BEAM files with docs chunks
+    (ebin / "built_dep.app").write_text(
+        '{application,built_dep,[{description,"x"},{vsn,"0.3.0"},{modules,[]}]}.\n'
+    )
+    service = make(settings)
+    try:
+        states = by_name(list((await service.sync(wait=True)).packages))
+        assert states["built_dep"].state is SyncState.INDEXED
+        assert (states["built_dep"].kind, states["built_dep"].indexed_version) == ("git", "0.3.0")
+        assert states["raw_dep"].state is SyncState.SKIPPED
+        assert "mix compile" in (states["raw_dep"].reason or "")
+        assert states["jason"].state is SyncState.INDEXED
+        assert not fake_hex.requests_to("/repo/docs/*_dep-*")
+    finally:
+        await service.aclose()
+
+
+async def test_list_shows_outdated_and_unlocked_packages(svc: Hexlocal) -> None:
+    await svc.ingest("jason", "1.2.2")  # the lock pins 1.4.4
+    await svc.ingest("decimal", "2.3.0")  # not in the lock at all
+    states = by_name(await svc.project_packages())
+    assert states["jason"].state is SyncState.OUTDATED
+    assert (states["jason"].locked_version, states["jason"].indexed_version) == ("1.4.4", "1.2.2")
+    assert states["decimal"].state is SyncState.INDEXED and not states["decimal"].locked
+    assert states["mime"].state is SyncState.NOT_INDEXED
+    assert states["decimal"].to_dict()["locked"] is False
+
+
+async def test_without_a_mix_project_sync_says_so_and_queues_nothing(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    service = make(sync_settings(fake_hex, tmp_path, sync_elixir=True))
+    try:
+        report = await service.sync(wait=True)
+        assert report.packages == () and report.queued == 0
+        assert [n.code for n in report.notices] == ["no_mix_project"]
+    finally:
+        await service.aclose()
+
+
+# -- the pure queue decisions ------------------------------------------------------------------
+
+
+def _row(name: str, status: str, version: str = "1.0.0", **kw: Any) -> SyncRow:
+    return SyncRow(name, version, "hex", status, 0, **kw)
+
+
+@pytest.mark.parametrize(
+    ("old", "indexed", "retry_failed", "expected"),
+    [
+        (None, None, False, "queued"),
+        (None, "1.0.0", False, "done"),
+        (None, "0.9.0", False, "queued"),  # indexed at another version: the lock wins
+        (_row("a", "failed", retry=False), None, False, "failed"),  # a 404 is not retried
+        (_row("a", "failed", retry=False), None, True, "queued"),  # unless asked
+        (_row("a", "failed", retry=True), None, False, "queued"),  # a transient failure is
+        (_row("a", "failed", "0.9.0", retry=False), None, False, "queued"),  # a new pin
+        (_row("a", "done"), None, False, "queued"),  # deleted since
+    ],
+)
+def test_plan_queue(
+    old: SyncRow | None, indexed: str | None, retry_failed: bool, expected: str
+) -> None:
+    current = {"a": old} if old else {}
+    changes = plan_queue(
+        [SyncTarget("a", "1.0.0", "hex")],
+        current,
+        {"a": indexed} if indexed else {},
+        retry_failed=retry_failed,
+        claimed=lambda row: False,
+    )
+    assert [r.status for r in changes.upsert] == [expected]
+
+
+def test_plan_queue_keeps_live_claims_and_drops_unlocked_rows() -> None:
+    current = {"a": _row("a", "running", pid=1), "gone": _row("gone", "queued")}
+    changes = plan_queue(
+        [SyncTarget("a", "1.0.0", "hex"), SyncTarget("b", None, "git", skip="not compiled")],
+        current,
+        {},
+        retry_failed=True,
+        claimed=lambda row: row.pid == 1,
+    )
+    assert [(r.package, r.status, r.reason) for r in changes.upsert] == [
+        ("b", "skipped", "not compiled")
+    ]
+    assert changes.delete == ("gone",)
+
+
+def test_a_running_job_wins_over_the_queue_row() -> None:
+    pkg = IndexedPackage("a", "0.9.0", "hexdocs", "complete", 10, 3, 1, "now")
+    job = JobStatus("a", "running", "1.0.0", Phase.EMBEDDING, 5, 20)
+    (state,) = package_states(
+        [SyncTarget("a", "1.0.0", "hex")], {"a": _row("a", "queued")}, {"a": pkg}, {"a": job}
+    )
+    assert (state.state, state.chunks_embedded, state.chunks_total) == (SyncState.INDEXING, 5, 20)
+    assert state.indexed_version == "0.9.0"
