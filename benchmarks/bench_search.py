@@ -2,7 +2,8 @@
 
 Indexes the packages of the dev query set (../shared/eval/dev.jsonl) straight from the
 corpus tarballs (parse + `index_items`, the pipeline's own write path) with the real
-local embedder, then runs the query set through the engine:
+local embedder, then runs the query set through the facade (`Hexlocal.evaluate`, as
+`hexlocal eval` does):
 
 * without rerank (mode rrf) and with rerank (the stand-in cross-encoder: the real MiniLM
   encoder with a seeded random head, built by tests/model_fixtures.py), each query
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 from rich.console import Console
 from rich.table import Table
 
@@ -43,7 +45,6 @@ from hexlocal_core.evaluation import (  # noqa: E402
     QueryStatus,
     ingest_targets,
     load_queries,
-    run_eval,
 )
 from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
@@ -51,7 +52,7 @@ from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.ports import Embedder, Reranker  # noqa: E402
-from hexlocal_core.search.engine import SearchEngine  # noqa: E402
+from hexlocal_core.service import Hexlocal, build  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 DEFAULT_QUERIES = SHARED / "eval" / "dev.jsonl"
@@ -145,11 +146,11 @@ def _verdict(mode: str, totals: list[float]) -> str:
 
 
 async def _timed(
-    engine: SearchEngine, store: Store, queries: Sequence[EvalQuery], mode: str, repeat: int
+    service: Hexlocal, queries: Sequence[EvalQuery], mode: str, repeat: int, source: str
 ) -> dict[str, list[float]]:
     merged: dict[str, list[float]] = {stage: [] for stage in STAGES}
     for _ in range(repeat):
-        report = await run_eval(engine, store, queries, options=EvalOptions(modes=(mode,)))
+        report = await service.evaluate(queries, EvalOptions(modes=(mode,)), source=source)
         for stage, values in stage_samples(report, mode).items():
             merged[stage].extend(values)
     return merged
@@ -168,24 +169,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     await build_index(store, embedder, queries, console)
     reranker = None if args.no_rerank else standin_reranker(args.db.parent)
 
-    samples = {
-        "rrf": await _timed(SearchEngine(store, embedder, None), store, queries, "rrf", args.repeat)
-    }
-    if reranker is not None:
-        engine = SearchEngine(store, embedder, reranker)
-        samples["rerank"] = await _timed(engine, store, queries, "rerank", args.repeat)
-    else:
-        console.print(
-            "no stand-in cross-encoder available: rerank latency not measured", style="yellow"
-        )
-
-    quality_engine = SearchEngine(store, embedder, reranker)
-    models = {"embedder": embedder.model_id, "reranker": reranker.model_id if reranker else None}
-    report = await run_eval(quality_engine, store, queries, source=str(args.queries), models=models)
+    store.close()  # indexed: from here on everything goes through the facade
+    source = str(args.queries)
+    bench = attrs.evolve(settings, database_path=args.db)
+    async with build(bench, embedder=embedder, reranker=None, load_models=False) as plain:
+        samples = {"rrf": await _timed(plain, queries, "rrf", args.repeat, source)}
+    async with build(bench, embedder=embedder, reranker=reranker, load_models=False) as service:
+        if reranker is not None:
+            samples["rerank"] = await _timed(service, queries, "rerank", args.repeat, source)
+        else:
+            console.print(
+                "no stand-in cross-encoder available: rerank latency not measured", style="yellow"
+            )
+        report = await service.evaluate(queries, EvalOptions(), source=source)
     if not args.json:
         console.print(latency_table(samples))
         print_report(console, report)
-    store.close()
     return {"latency": samples, "eval": report.to_dict()}
 
 

@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import attrs
@@ -22,12 +22,13 @@ from rich.console import Console
 from rich.table import Table
 
 from hexlocal_core.config import Settings
-from hexlocal_core.errors import HexlocalError, UserInputError
+from hexlocal_core.errors import HexlocalError, StoreError, UserInputError
 
 if TYPE_CHECKING:
     from hexlocal_core.service import Hexlocal
 
 T = TypeVar("T")
+log = logging.getLogger("hexlocal.cli")
 
 # A CLI run has no client to answer early to: when the process exits its ingestion job
 # dies with it, so commands wait for indexing to finish (progress shows on stderr).
@@ -46,31 +47,107 @@ def build_service(settings: Settings, *, load_models: bool = True) -> Hexlocal:
     return build(settings, load_models=load_models)
 
 
-def with_service(work: Callable[[Hexlocal], Awaitable[T]], *, load_models: bool = True) -> T:
+def with_service(
+    work: Callable[[Hexlocal], Awaitable[T]],
+    *,
+    load_models: bool = True,
+    settings: Settings | None = None,
+) -> T:
     """Build the service, run `work` on it in a fresh event loop, close it, translate errors.
 
-    The service's `start()` (resuming interrupted jobs) is for long-lived processes; a
+    `settings` defaults to `load_settings()` (`eval` passes its own database). The
+    service's `start()` (resuming interrupted jobs) is for long-lived processes; a
     command that resumed jobs would only cancel them again when it exits.
     """
+    with translated():
+        return run_service(work, settings or load_settings(), load_models=load_models)
+
+
+def run_service(
+    work: Callable[[Hexlocal], Awaitable[T]], settings: Settings, *, load_models: bool = True
+) -> T:
+    """`with_service` without the translation: domain errors reach the caller (`doctor`)."""
 
     async def main() -> T:
-        service = build_service(load_settings(), load_models=load_models)
+        service = open_service(settings, load_models=load_models)
         async with service:
             return await work(service)
 
-    with translated():
-        return asyncio.run(main())
+    return asyncio.run(main())
+
+
+def open_service(settings: Settings, *, load_models: bool = True) -> Hexlocal:
+    """`build_service`, with a failure to open the database named as one."""
+    try:
+        return build_service(settings, load_models=load_models)
+    except StoreError as exc:
+        if type(exc) is not StoreError:
+            raise  # a specific store error (SchemaTooNew ...) already names its fix
+        raise StoreError(open_failure(settings, exc)) from exc
+    except HexlocalError:
+        raise  # the core's message already names the fix
+    except Exception as exc:
+        # Trigger: the store raised something the core did not translate (a damaged
+        # file, a full disk). Why: the user needs the path and a way out, not a type.
+        log.debug("building the service failed", exc_info=True)
+        raise StoreError(open_failure(settings, exc)) from exc
+
+
+def open_failure(settings: Settings, exc: BaseException) -> str:
+    """The one-line message for a database that cannot be opened (also used by MCP)."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return (
+        f"cannot open the index database {settings.database_path} ({reason}); point "
+        "DATABASE_PATH at a writable file, or move the damaged one away and run the command "
+        "again (`hexlocal doctor` checks the setup)"
+    )
 
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """Domain errors become click's: bad arguments exit 2, other failures exit 1."""
+    """Domain errors become click's: bad arguments exit 2, other failures exit 1.
+
+    Anything else is a bug or an untranslated fault: one line on stderr (exit 1), the
+    traceback only in the debug log (`-vv`), never raw on the terminal.
+    """
     try:
         yield
     except UserInputError as exc:
-        raise click.UsageError(str(exc), ctx=click.get_current_context(silent=True)) from exc
+        raise click.UsageError(one_line(exc), ctx=click.get_current_context(silent=True)) from exc
     except HexlocalError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise click.ClickException(one_line(exc)) from exc
+    except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+        raise
+    except Exception as exc:
+        log.debug("unexpected error", exc_info=True)
+        raise click.ClickException(
+            f"unexpected {type(exc).__name__}: {one_line(exc)} (run with -vv for the "
+            "traceback, and `hexlocal doctor` to check the setup)"
+        ) from exc
+
+
+def one_line(exc: BaseException, limit: int = 500) -> str:
+    """An error message on one line, cut to `limit` characters (bad input is never echoed)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    # A surrogate (an argument that was not UTF-8) would make printing the error fail.
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_argv(args: Sequence[str]) -> None:
+    """Refuse arguments that are not valid UTF-8 before any command sees them.
+
+    Python hands such bytes over as lone surrogates (surrogateescape); they would fail
+    much later, in SQLite or when printed, with an error naming nothing.
+    """
+    for position, arg in enumerate(args, start=1):
+        bad = next((i for i, c in enumerate(arg) if "\ud800" <= c <= "\udfff"), None)
+        if bad is not None:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise click.UsageError(
+                f"argument {position} ('{shown[:60]}') is not valid UTF-8 at character "
+                f"{bad + 1}; pass UTF-8 text (check the terminal's or the script's encoding)"
+            )
 
 
 # -- output -------------------------------------------------------------------------------
@@ -90,16 +167,22 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def out() -> Console:
-    """Human output (tables). Built per call so click's test runner captures it."""
-    return Console(file=sys.stdout, highlight=False, soft_wrap=True)
+def out(*, soft_wrap: bool = False) -> Console:
+    """Human output. Built per call so click's test runner captures it.
+
+    The width is the terminal's, else COLUMNS, else 80, and lines wrap to it: tables and
+    reports must read at 80 columns. `soft_wrap` leaves long lines to the terminal
+    (search hits: a URL stays one piece to click or copy).
+    """
+    return Console(file=sys.stdout, highlight=False, soft_wrap=soft_wrap)
 
 
-def table(*headers: str, **options: Any) -> Table:
-    """A table whose first column (the name) never wraps; the others fold when narrow."""
+def table(*headers: str, first_wraps: bool = False, **options: Any) -> Table:
+    """A table whose first column (the name) does not wrap unless `first_wraps`; the others
+    fold when narrow, so the table stays within the console's width."""
     table = Table(**options)
     for i, header in enumerate(headers):
-        table.add_column(header, no_wrap=i == 0, overflow="fold")
+        table.add_column(header, no_wrap=i == 0 and not first_wraps, overflow="fold")
     return table
 
 

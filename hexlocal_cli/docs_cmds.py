@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from hexlocal_cli import common
+from hexlocal_core import bounds
 from hexlocal_core.model import IngestProgress
 
 if TYPE_CHECKING:
@@ -65,11 +66,20 @@ def ingest_progress(enabled: bool = True) -> Iterator[ProgressFn]:
 
 
 @click.command()
-@click.argument("package")
-@click.argument("query")
+@click.argument("package", metavar="[PACKAGE]", required=False)
+@click.argument("query", required=False)
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Search the project's own docs (`hexlocal index-docs`) instead: QUERY only.",
+)
 @click.option("--version", "version", help="A Hex version; default: what mix.lock pins.")
 @click.option(
-    "--limit", type=click.IntRange(1, 20), default=5, show_default=True, help="Hits to show."
+    "--limit",
+    type=click.IntRange(1, bounds.MAX_LIMIT),
+    default=5,
+    show_default=True,
+    help="Hits to show.",
 )
 @click.option("--examples", is_flag=True, help="Only passages with code examples.")
 @click.option(
@@ -81,9 +91,12 @@ def ingest_progress(enabled: bool = True) -> Iterator[ProgressFn]:
 )
 @click.option("--refresh", is_flag=True, help="Re-download and re-index the docs first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
 def search(
-    package: str,
-    query: str,
+    ctx: click.Context,
+    package: str | None,
+    query: str | None,
+    project: bool,
     version: str | None,
     limit: int,
     examples: bool,
@@ -91,7 +104,17 @@ def search(
     refresh: bool,
     as_json: bool,
 ) -> None:
-    """Search the docs of PACKAGE for QUERY (indexing the package first if needed)."""
+    """Search the docs of PACKAGE for QUERY (indexing the package first if needed).
+
+    With --project, search the project's own docs (README, docs/, guides/) for QUERY.
+    """
+    if project:
+        _search_project(ctx, package, query, limit=limit, as_json=as_json)
+        return
+    if package is None or query is None:
+        raise click.UsageError(
+            "give PACKAGE and QUERY (or --project QUERY for the project's own docs)", ctx=ctx
+        )
 
     async def work(service: Hexlocal) -> SearchResult:
         with ingest_progress(enabled=not as_json) as on_progress:
@@ -107,6 +130,31 @@ def search(
             )
 
     show_result(common.with_service(work).to_dict(), as_json=as_json, full=False)
+
+
+PACKAGE_ONLY = ("version", "examples", "mode", "refresh")  # options --project does not take
+
+
+def _search_project(
+    ctx: click.Context, first: str | None, second: str | None, *, limit: int, as_json: bool
+) -> None:
+    from click.core import ParameterSource
+
+    from hexlocal_mcp.formatting import project_answer
+
+    given = [n for n in PACKAGE_ONLY if ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE]
+    if given:
+        named = ", ".join(f"--{n}" for n in given)
+        raise click.UsageError(f"{named} apply to a package's docs, not to --project", ctx=ctx)
+    if first is None or second is not None:
+        raise click.UsageError("with --project, give only QUERY (no PACKAGE)", ctx=ctx)
+    query = first
+
+    async def work(service: Hexlocal) -> SearchResult:
+        return await service.search_project_docs(query, limit=limit)
+
+    data = project_answer(common.with_service(work).to_dict())
+    show_result(data, as_json=as_json, full=False)
 
 
 @click.command()
@@ -128,17 +176,19 @@ def show_result(data: dict[str, Any], *, as_json: bool, full: bool) -> None:
         common.emit_json(data)
         return
     common.print_notices(data["notices"])
-    console = common.out()
+    console = common.out(soft_wrap=True)  # a URL or path stays one piece for the terminal
     hits = data["results"]
     source = f" (from {data['version_source']})" if data.get("version_source") else ""
+    version = f" {data['version']}" if data.get("version") else ""
     console.print(
-        f"[bold]{escape(data['package'])} {escape(data['version'] or '?')}[/]{escape(source)}: "
+        f"[bold]{escape(data['package'])}{escape(version)}[/]{escape(source)}: "
         f"{len(hits)} result(s)"
     )
     for rank, hit in enumerate(hits, start=1):
         console.print()
-        console.print(f"[bold]{rank}. {escape(hit['title'])}[/] [dim]({hit['doc_type']})[/]")
-        console.print(f"   [cyan]{escape(hit['hexdocs_url'])}[/]")
+        kind = "" if hit.get("path") else f" [dim]({hit['doc_type']})[/]"
+        console.print(f"[bold]{rank}. {escape(hit['title'])}[/]{kind}")
+        console.print(f"   [cyan]{escape(hit.get('path') or hit['hexdocs_url'] or hit['ref'])}[/]")
         text = hit["content"] if full else _excerpt(hit["content"])
         console.print(escape(_indent(text)))
 
@@ -215,20 +265,24 @@ def _report_dict(report: IngestReport | None) -> dict[str, Any]:
 
 
 def _ingest_table(outcomes: list[dict[str, Any]]) -> None:
-    table = common.table(
-        "package", "version", "status", "items", "chunks", "embedded", "reused", "seconds"
-    )
+    # 80 columns: `items` and `reused` are left to --json; a failure's reason goes below.
+    table = common.table("package", "version", "status", "chunks", "embedded", "seconds")
     for o in outcomes:
         r = o.get("report") or {}
-        status = f"[red]failed[/]: {escape(o['error'])}" if o["error"] else o["status"]
+        status = "[red]failed[/]" if o["error"] else o["status"]
         table.add_row(
-            o["package"],
-            r.get("version") or o["requested_version"] or "",
+            escape(o["package"]),
+            escape(r.get("version") or o["requested_version"] or ""),
             status,
-            *(str(r.get(k, "")) for k in ("items", "chunks", "embedded", "reused", "seconds")),
+            *(str(r.get(k, "")) for k in ("chunks", "embedded", "seconds")),
         )
-    common.out().print(table)
+    console = common.out()
+    console.print(table)
     for o in outcomes:
+        if o["error"]:
+            console.print(
+                f"{escape(o['package'])}: {escape(common.one_line(Exception(o['error'])))}"
+            )
         common.print_notices(o.get("notices") or [])
 
 
@@ -244,7 +298,9 @@ def list_packages(as_json: bool) -> None:
         rows: list[dict[str, Any]] = common.jsonable(service.list_packages())
         return rows
 
-    rows = common.with_service(work, load_models=False)
+    from hexlocal_mcp.formatting import shown_packages
+
+    rows = shown_packages(common.with_service(work, load_models=False))
     if as_json:
         common.emit_json(rows)
         return
@@ -260,19 +316,24 @@ def list_packages(as_json: bool) -> None:
         "status",
         "chunks",
         "source",
-        "indexed at",
+        "indexed (UTC)",
         caption=f"embedding model: {', '.join(models)}",
     )
     for p in rows:
         table.add_row(
-            p["name"],
-            p["version"],
+            escape(p["name"]),
+            escape(p["version"]),
             p["status"],
-            str(p["chunk_count"]),
+            f"{p['chunk_count']:,}",
             p["source"],
-            p["ingested_at"],
+            _minute(p["ingested_at"]),
         )
     common.out().print(table)
+
+
+def _minute(stamp: str) -> str:
+    """An ISO timestamp to the minute (`--json` has it whole): "2026-12-01 09:50"."""
+    return stamp.replace("T", " ")[:16]
 
 
 COMMANDS = (search, get, ingest, list_packages)

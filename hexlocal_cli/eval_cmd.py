@@ -6,7 +6,7 @@ The command only parses options, builds the service, and formats; the evaluation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,21 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from hexlocal_cli import common
-from hexlocal_core.evaluation import (
-    EVAL_MODES,
-    KINDS,
-    EvalOptions,
-    EvalQuery,
-    EvalReport,
-    QueryResult,
-    QueryStatus,
-    ingest_targets,
-    load_queries,
-    run_eval,
-)
 
 if TYPE_CHECKING:
+    from hexlocal_core.evaluation import EvalOptions, EvalQuery, EvalReport, QueryResult
     from hexlocal_core.service import Hexlocal
+
+# hexlocal_core.evaluation imports the store and numpy (0.9 s): it is imported when the
+# command runs (or its help is shown), not when `hexlocal` starts; --modes and --only take
+# their values from it then (LazyChoice, ModeList).
 
 _SOURCE_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_QUERIES = Path("examples") / "eval" / "queries.jsonl"
@@ -48,16 +41,74 @@ def default_queries(cwd: Path | None = None) -> Path | None:
     return None
 
 
-def _parse_modes(value: str) -> tuple[str, ...]:
-    modes = tuple(m.strip() for m in value.split(",") if m.strip())
-    unknown = [m for m in modes if m not in EVAL_MODES]
-    if unknown or not modes:
-        named = ", ".join(unknown) or "(none)"
-        raise click.BadParameter(
-            f"unknown mode(s) {named}; choose from {', '.join(EVAL_MODES)}",
-            param_hint="--modes",
-        )
-    return modes
+def _core_modes() -> tuple[str, ...]:
+    from hexlocal_core.evaluation import EVAL_MODES
+
+    return tuple(EVAL_MODES)
+
+
+def _core_kinds() -> tuple[str, ...]:
+    from hexlocal_core.evaluation import KINDS
+
+    return tuple(KINDS)
+
+
+class LazyChoice(click.Choice[str]):
+    """A Choice whose values come from the core when first needed (help, parsing), so
+    they are never repeated here and `hexlocal` starts without importing the evaluation."""
+
+    def __init__(self, load: Callable[[], tuple[str, ...]]) -> None:
+        self._load = load
+        self._loaded: tuple[str, ...] | None = None
+        super().__init__((), case_sensitive=True)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        if self._loaded is None:
+            self._loaded = self._load()
+        return self._loaded
+
+    @choices.setter
+    def choices(self, _value: object) -> None:
+        pass  # click.Choice.__init__ assigns the (empty) placeholder
+
+
+class ModeList(click.ParamType[tuple[str, ...], object]):
+    """A comma-separated list of the core's search modes (EVAL_MODES)."""
+
+    name = "modes"
+
+    def __init__(self, load: Callable[[], tuple[str, ...]]) -> None:
+        self._load = load
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return self._load()
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return f"[{'|'.join(self.choices)}][,...]"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        modes = tuple(m.strip() for m in str(value).split(",") if m.strip())
+        unknown = [m for m in modes if m not in self.choices]
+        if unknown or not modes:
+            named = ", ".join(unknown) or "(none)"
+            self.fail(f"unknown mode(s) {named}; choose from {', '.join(self.choices)}", param, ctx)
+        return modes
+
+
+def eval_database(queries: Path) -> Path:
+    """The evaluation's own index: `<user data>/hexlocal/eval/<set name>.db`, so `eval
+    --ingest` never replaces a version the project's index holds (one version per
+    package)."""
+    import platformdirs
+
+    base = Path(platformdirs.user_data_dir("hexlocal", appauthor=False))
+    return base / "eval" / f"{queries.stem or 'queries'}.db"
 
 
 async def evaluate(
@@ -68,19 +119,14 @@ async def evaluate(
     source: str,
     ingest: bool,
 ) -> EvalReport:
-    """Index the query set's packages if asked, then run the evaluation on the engine."""
+    """Index the query set's packages if asked, then run the evaluation through the facade."""
+    from hexlocal_core.evaluation import ingest_targets
+
     if ingest:
         for package, version in ingest_targets(queries):
             common.err().print(f"indexing {package} {version or '(resolved)'} ...")
             await service.ingest(package, version)
-    engine = service.engine
-    models = {
-        "embedder": engine.embedder.model_id if engine.embedder else None,
-        "reranker": engine.reranker.model_id if engine.reranker else None,
-    }
-    return await run_eval(
-        engine, service.store, queries, options=options, source=source, models=models
-    )
+    return await service.evaluate(queries, options, source=source)
 
 
 @click.command("eval")
@@ -93,11 +139,17 @@ async def evaluate(
 )
 @click.option(
     "--modes",
-    default=",".join(EVAL_MODES),
-    show_default=True,
-    help="Comma-separated search modes to measure.",
+    type=ModeList(_core_modes),
+    help="Search modes to measure, comma-separated (default: all).",
 )
-@click.option("--only", type=click.Choice(KINDS), help="Measure only one kind of query.")
+@click.option("--only", type=LazyChoice(_core_kinds), help="Measure only one kind of query.")
+@click.option(
+    "--database",
+    "database",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The index to measure (default: the query set's own, "
+    "<user data>/hexlocal/eval/<set>.db; never the project's).",
+)
 @click.option(
     "--exact/--no-exact", default=True, show_default=True, help="Exact identifier lookup."
 )
@@ -112,8 +164,9 @@ async def evaluate(
 @click.option("--ingest", is_flag=True, help="Index every package@version of the query set first.")
 def eval_command(
     queries_path: Path | None,
-    modes: str,
+    modes: tuple[str, ...] | None,
     only: str | None,
+    database: Path | None,
     exact: bool,
     verbose: bool,
     show: int,
@@ -125,15 +178,26 @@ def eval_command(
     Every query names a package@version and the refs that answer it. Queries whose
     package is not indexed at that version are reported NOT INDEXED (use --ingest), and
     those whose expected refs match no stored chunk are reported BROKEN; neither is scored.
+    The evaluation has its own index (see --database): the project's is never changed.
     """
+    import attrs
+
+    from hexlocal_core.evaluation import EvalOptions, load_queries
+
     path = queries_path or default_queries()
     if path is None:
         raise click.UsageError("no query set found; pass --queries FILE")
-    options = EvalOptions(modes=_parse_modes(modes), only=only, exact=exact)
+    options = EvalOptions(modes=modes or _core_modes(), only=only, exact=exact)
     with common.translated():
         queries = load_queries(path)
+    target = database or eval_database(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    settings = attrs.evolve(common.load_settings(), database_path=target)
+    if not as_json:
+        common.err().print(f"index: {escape(str(target))}")
     report = common.with_service(
-        lambda service: evaluate(service, queries, options, source=str(path), ingest=ingest)
+        lambda service: evaluate(service, queries, options, source=str(path), ingest=ingest),
+        settings=settings,
     )
     if as_json:
         common.emit_json(report.to_dict())
@@ -170,6 +234,8 @@ def scores_table(report: EvalReport) -> Table:
 
 
 def _header(console: Console, report: EvalReport) -> None:
+    from hexlocal_core.evaluation import QueryStatus
+
     fp = report.fingerprint
     names = ", ".join(f"{p.name} {p.version}" for p in fp.packages) or "(empty index)"
     console.print(
@@ -185,6 +251,8 @@ def _header(console: Console, report: EvalReport) -> None:
 
 
 def _problems(console: Console, report: EvalReport) -> None:
+    from hexlocal_core.evaluation import QueryStatus
+
     for result in report.by_status(QueryStatus.NOT_INDEXED):
         q = result.query
         have = f"indexed: {result.indexed_version}" if result.indexed_version else "not indexed"
@@ -218,6 +286,8 @@ def _rank_cell(result: QueryResult, mode: str) -> str:
 
 
 def ranks_table(report: EvalReport) -> Table:
+    from hexlocal_core.evaluation import QueryStatus
+
     modes = report.options.modes
     table = Table(title="ranks of the first relevant chunk (pool: in candidates only)")
     for name in ("id", "kind", *modes, "query"):
@@ -230,6 +300,8 @@ def ranks_table(report: EvalReport) -> Table:
 
 
 def _shown(console: Console, report: EvalReport, n: int) -> None:
+    from hexlocal_core.evaluation import QueryStatus
+
     for result in report.by_status(QueryStatus.OK):
         q = result.query
         expect = escape(q.expect.describe())

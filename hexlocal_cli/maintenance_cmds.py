@@ -1,15 +1,15 @@
 """Maintenance commands: `drift` (would re-indexing change the chunks?) and `reindex`
 (re-embed every package under the configured embedding model).
 
-The logic lives in `hexlocal_core.maintenance`; these commands format its reports and
-turn verdicts into exit codes: `drift` exits 1 when anything drifted (so CI can gate on
+The logic lives in `hexlocal_core.usecases` (drift, reindex); these commands format its
+reports and turn verdicts into exit codes: `drift` exits 1 when anything drifted (so CI can gate on
 it), `reindex` exits 1 when it stopped early, naming the packages still to do.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import click
@@ -21,8 +21,9 @@ from hexlocal_cli import common
 
 if TYPE_CHECKING:
     # Imported lazily at run time: the engine's imports would slow down `hexlocal --help`.
-    from hexlocal_core.maintenance import DriftReport, ReindexPlan, ReindexProgress, ReindexReport
     from hexlocal_core.service import Hexlocal
+    from hexlocal_core.usecases.drift import DriftReport
+    from hexlocal_core.usecases.reindex import ReindexPlan, ReindexProgress, ReindexReport
 
 
 # -- drift ----------------------------------------------------------------------------------
@@ -38,10 +39,9 @@ def drift_command(packages: tuple[str, ...], as_json: bool) -> None:
     counts unchanged, added, removed and changed chunks; nothing is embedded or written.
     Exits 0 when nothing drifted, 1 when something did (or could not be checked).
     """
-    from hexlocal_core.maintenance import drift
 
     async def work(service: Hexlocal) -> list[DriftReport]:
-        return await drift(service, packages)
+        return await service.drift(packages)
 
     # Drift only reads and re-chunks: no model is needed, so none is loaded.
     reports = common.with_service(work, load_models=False)
@@ -57,22 +57,31 @@ def drift_command(packages: tuple[str, ...], as_json: bool) -> None:
 
 
 def _drift_table(reports: list[DriftReport]) -> None:
-    table = Table(title="Drift: stored chunks against the current chunker")
-    table.add_column("package", no_wrap=True)
-    table.add_column("version", no_wrap=True)
+    from hexlocal_mcp.formatting import shown_package
+
+    # 80 columns: the chunker versions go to the caption (or the status, where a package's
+    # stored version differs from the others'); --json has every field.
+    stored = {r.chunker_stored for r in reports}
+    current = reports[0].chunker_current
+    caption = f"chunker: current v{current}"
+    if len(stored) == 1:
+        caption += f", stored v{next(iter(stored))}"
+    table = Table(title="Drift: stored chunks against the current chunker", caption=caption)
+    table.add_column("package", overflow="fold")
+    table.add_column("version", overflow="fold")
     for name in ("same", "added", "removed", "changed"):
         table.add_column(name, justify="right")
-    table.add_column("chunker", no_wrap=True)
-    table.add_column("status", no_wrap=True)
+    table.add_column("status", overflow="fold")
     for r in reports:
         status = (
             "[red]error[/]" if r.error else "[yellow]drifted[/]" if r.drifted else "[green]ok[/]"
         )
+        if len(stored) > 1:
+            status += f" (v{r.chunker_stored})"
         table.add_row(
-            escape(r.package),
+            escape(shown_package(r.package)),
             escape(r.version),
             *(str(n) for n in (r.unchanged, r.added, r.removed, r.changed)),
-            f"v{r.chunker_stored}->v{r.chunker_current}",
             status,
         )
     console = common.out()
@@ -80,7 +89,7 @@ def _drift_table(reports: list[DriftReport]) -> None:
     # Verdicts are sentences (a command to run, an error naming a URL): below, not squeezed.
     for r in reports:
         if r.drifted:
-            console.print(f"{escape(r.package)}: {escape(r.verdict)}")
+            console.print(f"{escape(shown_package(r.package))}: {escape(r.verdict)}")
     if not any(r.drifted for r in reports):
         console.print(f"No drift: {len(reports)} package(s) would be chunked exactly as stored.")
 
@@ -100,11 +109,10 @@ def reindex_command(dry_run: bool, as_json: bool) -> None:
     switched; run it again and finished packages come from the cache. Exits 1 when it
     stopped early.
     """
-    from hexlocal_core.maintenance import reindex
 
     async def work(service: Hexlocal) -> ReindexReport:
         with _progress(enabled=not (as_json or dry_run)) as on_progress:
-            return await reindex(service, dry_run=dry_run, progress=on_progress)
+            return await service.reindex(dry_run=dry_run, progress=on_progress)
 
     report = common.with_service(work)
     if as_json:
@@ -143,10 +151,13 @@ def _progress(*, enabled: bool) -> Iterator[ReindexProgress | None]:
 
 
 def _print_plan(plan: ReindexPlan) -> None:
+    from hexlocal_mcp.formatting import shown_package
+
     table = Table(show_header=False, title="Reindex plan (dry run: nothing is embedded or written)")
     table.add_row("from model", escape(plan.from_model or "(no vectors yet)"))
     table.add_row("to model", escape(plan.to_model))
-    table.add_row(f"packages ({len(plan.packages)})", escape(", ".join(plan.packages) or "(none)"))
+    names = ", ".join(shown_package(name) for name in plan.packages) or "(none)"
+    table.add_row(f"packages ({len(plan.packages)})", escape(names))
     table.add_row("chunks", f"{plan.chunks:,}")
     table.add_row("memories", f"{plan.memories:,}")
     table.add_row("texts to embed (after the cache)", f"{plan.texts_to_embed:,}")
@@ -171,10 +182,16 @@ def _print_outcome(report: ReindexReport) -> None:
     was = escape(plan.from_model or "its previous model")
     lines = [
         f"[red]Reindex stopped[/]: {escape(report.error or 'unknown error')}",
-        f"Finished (cached): {escape(', '.join(report.done) or 'none')}",
-        f"Remaining: {escape(', '.join(report.remaining) or 'none; the final switch failed')}",
+        f"Finished (cached): {escape(_names(report.done) or 'none')}",
+        f"Remaining: {escape(_names(report.remaining) or 'none; the final switch failed')}",
         f"The index is still wholly on {was}. Run `hexlocal reindex` again: finished "
         "packages come from the cache.",
     ]
     # A failure is an outcome for the person at the terminal: stderr, like click's errors.
     common.err().print("\n".join(lines))
+
+
+def _names(packages: Sequence[str]) -> str:
+    from hexlocal_mcp.formatting import shown_package
+
+    return ", ".join(shown_package(name) for name in packages)

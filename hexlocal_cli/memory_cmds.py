@@ -8,6 +8,7 @@ import click
 from rich.markup import escape
 
 from hexlocal_cli import common
+from hexlocal_core import bounds
 
 if TYPE_CHECKING:
     from hexlocal_core.service import Hexlocal
@@ -39,11 +40,11 @@ def remember(
     """Remember lessons (one fact per TEXT); waits for curation and prints each outcome."""
 
     async def work(service: Hexlocal) -> list[dict[str, Any]]:
-        queued = await service.memory.remember(
+        queued = await service.remember(
             list(texts), package=package, version=version, tags=list(tags) or None
         )
-        await service.memory.drain(wait)  # runs the curation worker until the queue is empty
-        outcomes = service.memory.remember_status([row["request_id"] for row in queued])
+        await service.drain_memory(wait)  # runs the curation worker until the queue is empty
+        outcomes = service.remember_status([row["request_id"] for row in queued])
         # The status rows do not repeat the text; put it back for people reading them.
         return [{**row, "text": text} for row, text in zip(outcomes, texts, strict=True)]
 
@@ -65,7 +66,9 @@ def remember(
 
 @click.command()
 @click.argument("query")
-@click.option("--limit", type=click.IntRange(1, 50), default=5, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(1, bounds.MAX_RECALL_LIMIT), default=5, show_default=True
+)
 @click.option("--package", help="Only memories about this package.")
 @click.option("--include-deprecated", is_flag=True, help="Also deprecated memories.")
 @click.option("--json", "as_json", is_flag=True, help="Print the memories as JSON.")
@@ -75,7 +78,7 @@ def recall(
     """Recall remembered lessons matching QUERY, best first."""
 
     async def work(service: Hexlocal) -> list[dict[str, Any]]:
-        found = await service.memory.recall(
+        found = await service.recall(
             query, limit=limit, package=package, include_deprecated=include_deprecated
         )
         rows: list[dict[str, Any]] = common.jsonable(found)

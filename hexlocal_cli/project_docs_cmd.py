@@ -1,6 +1,6 @@
 """`hexlocal index-docs`: index the project's own markdown, once or on every save.
 
-Indexing is incremental (see `hexlocal_core.project_docs`): only chunk text never seen
+Indexing is incremental (see `hexlocal_core.usecases.project_docs`): only chunk text never seen
 before is embedded. `--watch` re-indexes when a markdown file under the given paths
 changes; changes arriving within the debounce window make one run. SIGINT (Ctrl-C) and
 SIGTERM set a stop event the watcher polls, so the process ends cleanly with exit 0
@@ -25,8 +25,8 @@ from rich.table import Table
 from hexlocal_cli import common
 
 if TYPE_CHECKING:
-    from hexlocal_core.project_docs import ProjectIndexReport
     from hexlocal_core.service import Hexlocal
+    from hexlocal_core.usecases.project_docs import ProjectIndexReport
 
 DEBOUNCE_MS = 400  # an editor's save (write, rename, chmod) lands well within this
 COUNTS = ("files", "chunks", "unchanged", "added", "removed", "changed", "embedded")
@@ -60,9 +60,7 @@ def index_docs_command(paths: tuple[Path, ...], watch: bool, as_json: bool) -> N
     targets = _targets(settings.project_root, paths)
 
     async def once(service: Hexlocal) -> ProjectIndexReport:
-        from hexlocal_core.project_docs import index_project_docs
-
-        return await index_project_docs(service, targets)
+        return await service.index_project_docs(targets)
 
     if not watch:
         report = common.with_service(once)
@@ -84,6 +82,7 @@ def index_docs_command(paths: tuple[Path, ...], watch: bool, as_json: bool) -> N
             await watch_docs(
                 service,
                 targets,
+                root=settings.project_root,
                 stop_event=stop,
                 on_report=lambda r, changed: _show(r, changed, as_json=as_json),
                 on_error=_show_error,
@@ -155,18 +154,20 @@ async def watch_docs(
     on_report: OnReport,
     on_error: OnError,
     debounce_ms: int = DEBOUNCE_MS,
+    root: Path | None = None,
 ) -> int:
     """Re-index after each debounced batch of changes until `stop_event`; returns the runs.
 
     The project root is watched (not only the targets), so a docs/ folder created after
-    the start, or a file an editor saves by renaming over it, is still seen.
+    the start, or a file an editor saves by renaming over it, is still seen. `root`
+    defaults to the service's project root.
     """
     from watchfiles import awatch
 
     from hexlocal_core.errors import HexlocalError
-    from hexlocal_core.project_docs import index_project_docs
 
-    root = service.settings.project_root
+    if root is None:  # the project the service was built for
+        root = Path(service.diagnostics().project_root)
     runs = 0
     async for changes in awatch(
         root,
@@ -176,7 +177,7 @@ async def watch_docs(
     ):
         changed = {path for _change, path in changes}
         try:
-            report = await index_project_docs(service, targets)
+            report = await service.index_project_docs(targets)
         except HexlocalError as exc:
             on_error(exc)  # e.g. the embedder went away: say so and keep watching
             continue
@@ -204,11 +205,17 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
 
 
 def _table(report: ProjectIndexReport) -> None:
-    table = Table(*COUNTS, "skipped", "seconds", title="Project docs")
+    # One row per count, not one column: nine columns do not fit 80 (they were cut).
+    table = Table("", "", title="Project docs", show_header=False)
     data = report.to_dict()
+    for key in COUNTS:
+        table.add_row(key, f"{data[key]:,}", style="bold" if key == "embedded" else None)
     skipped = ", ".join(f"{k}: {v}" for k, v in sorted(report.skipped.items())) or "-"
-    table.add_row(*(str(data[k]) for k in COUNTS), escape(skipped), f"{report.seconds:g}")
+    table.add_row("skipped", escape(skipped))
+    table.add_row("seconds", f"{report.seconds:g}")
     common.out().print(table)
+    if report.files:
+        common.out().print("Search them with `hexlocal search --project QUERY`.")
 
 
 def _show(report: ProjectIndexReport, changed: set[str], *, as_json: bool) -> None:

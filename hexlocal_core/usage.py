@@ -13,10 +13,12 @@ from typing import Any
 
 from attrs import frozen
 
+from hexlocal_core.bounds import short_repr
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.model import UsageEvent
 
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+LAST_DAY = date.max  # exclusive: a period must have a following day to end at
 
 
 def parse_period(from_: str | None, until: str | None, today: date) -> tuple[date, date]:
@@ -163,11 +165,18 @@ def _parse_day(name: str, value: str | None) -> date | None:
         # fromisoformat alone also takes '20250501' and '2025-W18-4'; ask for one spelling.
         if not _ISO_DATE.match(text):
             raise ValueError(text)
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise UserInputError(
-            f"{name}={value!r} is not a valid date; expected YYYY-MM-DD, e.g. 2025-05-01."
+            f"{name}={short_repr(value, 40)} is not a valid date; expected YYYY-MM-DD, "
+            "e.g. 2025-05-01."
         ) from None
+    if day >= LAST_DAY:
+        # The report reads up to the start of the next day, and date.max has none.
+        raise UserInputError(
+            f"{name}={text} is too far in the future; give a day before {LAST_DAY.isoformat()}."
+        )
+    return day
 
 
 def _period_words(start: date, end: date) -> str:

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import attrs
 
+from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE
+
 EXCERPT_CHARS = 700
 ISSUE_EXCERPT_CHARS = 300
+# What people and assistants see for the project's own docs. The index stores them under
+# PROJECT_PACKAGE, a key no Hex name can take; that key never leaves hexlocal.
+PROJECT_LABEL = "project docs"
 
 
 def jsonable(value: Any) -> Any:
@@ -31,6 +37,52 @@ def _plain(_inst: Any, _field: Any, value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return value
+
+
+# -- the project's own docs --------------------------------------------------------------
+
+
+def shown_package(name: str) -> str:
+    """A package name as it may be shown: the project's docs by their label."""
+    return PROJECT_LABEL if name == PROJECT_PACKAGE else name
+
+
+def project_answer(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A project-docs `SearchResult.to_dict()` as a user may see it: labelled "project
+    docs", no version (the docs are the working tree's), and each hit located by its
+    file path instead of an empty hexdocs URL."""
+    hits = [
+        {
+            **hit,
+            "package": PROJECT_LABEL,
+            "version": None,
+            "hexdocs_url": None,
+            "path": file_path(hit.get("source_url")) or hit.get("ref"),
+        }
+        for hit in data.get("results") or []
+    ]
+    return {
+        **data,
+        "package": PROJECT_LABEL,
+        "version": None,
+        "version_source": None,
+        "results": hits,
+    }
+
+
+def shown_packages(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`list_packages` rows with the project's docs under their label."""
+    return [{**row, "name": shown_package(str(row.get("name", "")))} for row in rows]
+
+
+def file_path(uri: object) -> str | None:
+    """The local path of a file:// URI (project docs keep their file's URI)."""
+    if not isinstance(uri, str) or not uri.startswith("file://"):
+        return None
+    return unquote(urlsplit(uri).path) or None
+
+
+# -- text ----------------------------------------------------------------------------------
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -66,15 +118,22 @@ def search_result(data: Mapping[str, Any]) -> str:
             f"{data['package']} {version}{source}: indexing still running, no results yet."
         )
         return "\n".join(lines).rstrip()
-    lines.append(
-        f"{data['package']} {version}{source}: {len(hits)} result(s) for {data['query']!r}"
-    )
+    if data.get("package") == PROJECT_LABEL:  # the working tree's docs have no version
+        lines.append(f"{PROJECT_LABEL}: {len(hits)} result(s) for {data['query']!r}")
+    else:
+        lines.append(
+            f"{data['package']} {version}{source}: {len(hits)} result(s) for {data['query']!r}"
+        )
     for rank, hit in enumerate(hits, start=1):
         lines.extend(["", *_hit_lines(rank, hit)])
     return "\n".join(lines).rstrip()
 
 
 def _hit_lines(rank: int, hit: Mapping[str, Any]) -> list[str]:
+    if hit.get("path"):  # a project doc: its file is where to read more
+        lines = [f"{rank}. {hit['title']}", f"   file: {hit['path']}"]
+        lines.append(_indent(excerpt(hit.get("content") or "")))
+        return lines
     head = f"{rank}. {hit['title']} ({hit['doc_type']}, v{hit['version']})"
     if hit.get("deprecated"):
         head += f" DEPRECATED: {hit['deprecated']}"
@@ -111,6 +170,12 @@ def packages(rows: Sequence[Mapping[str, Any]]) -> str:
         return "Nothing is indexed yet; search_docs indexes a package on first use."
     lines = [f"{len(rows)} indexed package(s):"]
     for p in rows:
+        if p["name"] == PROJECT_LABEL:
+            lines.append(
+                f"- {PROJECT_LABEL} ({p['chunk_count']} chunks from the project's markdown, "
+                f"indexed {p['ingested_at']}; search them with search_project_docs)"
+            )
+            continue
         lines.append(
             f"- {p['name']} {p['version']} ({p['status']}, {p['chunk_count']} chunks from "
             f"{p['source']}, indexed {p['ingested_at']})"

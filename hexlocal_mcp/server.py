@@ -1,20 +1,28 @@
 """The hexlocal MCP server: fastmcp over stdio, a thin face over `hexlocal_core.service`.
 
-Startup must answer `initialize` fast, and fastmcp runs the lifespan before it reads
-stdin. So the lifespan only starts a background task that builds the service (in a
-worker thread: importing the engine and opening SQLite cost about a second) and then
-loads the models; tools await the built service, never the models (a search while the
-models load simply loads them on first use). Nothing but protocol goes to stdout.
+Stdio is hexlocal's own transport (`stdio.py`): every line gets an answer, and the
+process ends within EXIT_GRACE_S of stdin closing. Startup must answer `initialize`
+fast, and fastmcp runs the lifespan before it reads stdin. So the lifespan only starts a
+background task that builds the service (in a worker thread: importing the engine and
+opening SQLite cost about a second) and then loads the models; tools await the built
+service, never the models (a search while the models load simply loads them on first
+use). Nothing but protocol goes to stdout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError, ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -22,9 +30,10 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import CallToolRequestParams
 from pydantic import ValidationError as PydanticValidationError
 
+from hexlocal_core.bounds import short_repr
 from hexlocal_core.config import Settings
-from hexlocal_core.errors import HexlocalError
-from hexlocal_mcp import logs, tools
+from hexlocal_core.errors import HexlocalError, StoreError
+from hexlocal_mcp import logs, stdio, tools
 
 if TYPE_CHECKING:
     from hexlocal_core.service import Hexlocal
@@ -46,11 +55,13 @@ class ServiceHost:
     """Owns the service for the server's lifetime: built in the background, awaited by tools."""
 
     # Shutdown waits this long for a start-up still in progress, so the service it is
-    # building gets closed rather than abandoned in its worker thread.
-    CLOSE_WAIT_S = 10.0
+    # building gets closed rather than abandoned in its worker thread. Short: the server
+    # must be gone within 2 s of its client closing stdin (see EXIT_GRACE_S).
+    CLOSE_WAIT_S = 1.0
 
-    def __init__(self, factory: ServiceFactory) -> None:
+    def __init__(self, factory: ServiceFactory, *, database_path: Path | None = None) -> None:
         self._factory = factory
+        self._database_path = database_path
         self._boot: asyncio.Task[Hexlocal] | None = None
         self._warm: asyncio.Task[None] | None = None
 
@@ -73,7 +84,7 @@ class ServiceHost:
         self._warm = asyncio.get_running_loop().create_task(
             self._warm_up(service), name="hexlocal-warm"
         )
-        log.info("hexlocal service ready (database %s)", service.settings.database_path)
+        log.info("hexlocal service ready")
         return service
 
     async def _warm_up(self, service: Hexlocal) -> None:
@@ -89,13 +100,28 @@ class ServiceHost:
         try:
             # shield: a cancelled tool call must not cancel the shared start-up.
             return await asyncio.shield(self._boot)
+        except StoreError as exc:
+            if type(exc) is not StoreError:  # SchemaTooNew & co. name their own fix
+                raise ToolError(f"hexlocal could not start: {exc}") from exc
+            raise ToolError(self._start_failure(exc)) from exc
         except HexlocalError as exc:
             raise ToolError(f"hexlocal could not start: {exc}") from exc
         except Exception as exc:  # already logged with its traceback by _build
-            raise ToolError(
-                f"hexlocal could not start ({type(exc).__name__}: {exc}); see the server log "
-                "and run `hexlocal doctor`"
-            ) from exc
+            raise ToolError(self._start_failure(exc)) from exc
+
+    def _start_failure(self, exc: Exception) -> str:
+        """One line naming the database and the fix (start-up fails at opening it)."""
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        if self._database_path is None:
+            where = "its database"
+        else:
+            where = f"its index database {self._database_path}"
+        kind = "" if isinstance(exc, StoreError) else f"{type(exc).__name__}: "
+        return (
+            f"hexlocal could not start: cannot open {where} ({kind}{reason}). "
+            "Point DATABASE_PATH at a writable file, or move a damaged one away, then restart "
+            "the MCP server; `hexlocal doctor` checks the setup."
+        )
 
     async def close(self) -> None:
         if self._warm is not None and not self._warm.done():
@@ -135,15 +161,36 @@ class ArgumentErrors(Middleware):
 def argument_message(tool: str, error: PydanticValidationError) -> str:
     problems = []
     for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        got = "" if item["type"] == "missing" else f" (got {_short(item['input'])})"
-        problems.append(f"{where}: {item['msg']}{got}")
+        where = ".".join(_loc_part(part) for part in item["loc"]) or "arguments"
+        got = "" if item["type"] == "missing" else f" (got {_described(item['input'])})"
+        message = _PLAIN_WORDS.get(item["type"], item["msg"])
+        problems.append(f"{where}: {message}{got}")
     return f"invalid arguments for {tool}: " + "; ".join(problems) + ". Fix them and call again."
 
 
-def _short(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+# pydantic's words where they do not say what to do.
+_PLAIN_WORDS = {
+    "string_unicode": (
+        "holds an unpaired UTF-16 surrogate (a character cut in half, e.g. inside an emoji); "
+        "send valid Unicode text"
+    ),
+}
+
+
+def _loc_part(part: object) -> str:
+    """An argument name as sent; an odd one (a newline, 1 MB, a surrogate) is quoted short."""
+    text = str(part)
+    if text.isidentifier() or text.isdigit():
+        return text
+    return short_repr(text, 40).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _described(value: object) -> str:
+    """What was sent, short: a long text by its length, never echoed whole."""
+    if isinstance(value, str | list) and len(value) > 80:
+        unit = "characters" if isinstance(value, str) else "items"
+        return f"{len(value):,} {unit}"
+    return short_repr(value)
 
 
 def default_factory(settings: Settings) -> ServiceFactory:
@@ -159,11 +206,16 @@ def create_server(
     service_factory: ServiceFactory | None = None, *, settings: Settings | None = None
 ) -> FastMCP[Any]:
     """The FastMCP server; tests inject `service_factory` to use fakes for remote ports."""
-    factory = service_factory or default_factory(settings or Settings.from_env())
+    if service_factory is None:
+        settings = settings or Settings.from_env()
+        factory = default_factory(settings)
+    else:
+        factory = service_factory
+    database_path = settings.database_path if settings is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: FastMCP[Any]) -> AsyncIterator[dict[str, Any]]:
-        host = ServiceHost(factory)
+        host = ServiceHost(factory, database_path=database_path)
         host.start()
         try:
             yield {tools.HOST_KEY: host}
@@ -199,11 +251,75 @@ def _version() -> str:
         return "0+unknown"
 
 
-def main() -> None:
-    """The `hexlocal-mcp` console script: serve on stdio until the client closes stdin."""
+USAGE = """\
+Usage: hexlocal-mcp [--help | --version]
+
+  hexlocal's MCP server on stdio: an MCP client (Claude Code, Cursor, ...) starts it and
+  talks JSON-RPC over stdin/stdout until it closes stdin. Logs go to stderr (and to
+  MCP_LOG_FILE). Settings come from the environment: PROJECT_ROOT, DATABASE_PATH, ...;
+  `hexlocal doctor` shows them resolved. `hexlocal serve` is the same server.
+
+Options:
+  -h, --help  Show this message and exit.
+  --version   Show the version and exit.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The `hexlocal-mcp` console script: serve on stdio until the client closes stdin.
+
+    `--help` and `--version` print and exit instead: a person trying the command must not
+    be left facing a silent server waiting for JSON-RPC. Any other argument is refused
+    (exit 2), since the server takes its settings from the environment only.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args:
+        raise SystemExit(_answer_argv(args))
     logs.bootstrap()
     settings = Settings.from_env()
     logs.configure(settings)
+    log.info("hexlocal MCP server starting (database %s)", settings.database_path)
     server = create_server(settings=settings)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run(transport="stdio", show_banner=False)
+    with contextlib.suppress(KeyboardInterrupt), stdio.claimed_stdio() as (in_fd, out_fd):
+        anyio.run(
+            functools.partial(stdio.serve, server, in_fd=in_fd, out_fd=out_fd, on_eof=exit_soon)
+        )
+
+
+def _answer_argv(args: Sequence[str]) -> int:
+    """The exit code for a command line with arguments (help and version go to stdout)."""
+    if args[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0
+    if args[0] == "--version":
+        sys.stdout.write(f"hexlocal-mcp, version {_version()}\n")
+        return 0
+    shown = args[0].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    sys.stderr.write(
+        f"{USAGE.splitlines()[0]}\nError: unexpected argument {shown[:60]!r}; the server "
+        "takes no arguments (settings come from the environment, see `hexlocal doctor`)\n"
+    )
+    return 2
+
+
+# After stdin closes, the clean shutdown (cancel jobs, close the service) normally takes
+# well under a second. Work in a thread cannot be cancelled, and the interpreter waits for
+# such threads at exit: past this grace the process ends anyway. Nothing is lost: every
+# write is one transaction, and the crash-safety tests SIGKILL mid-ingest.
+EXIT_GRACE_S = 1.5
+
+
+def exit_soon() -> None:
+    """Arm a watchdog that ends the process EXIT_GRACE_S after the client went away."""
+    timer = threading.Timer(EXIT_GRACE_S, _hard_exit)
+    timer.daemon = True
+    timer.start()
+
+
+def _hard_exit() -> None:
+    log.warning("shutdown took over %.1f s after stdin closed; exiting now", EXIT_GRACE_S)
+    for name in logs.LOGGERS:
+        for handler in logging.getLogger(name).handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+    os._exit(0)

@@ -25,12 +25,14 @@ from fastmcp.tools.base import ToolResult
 from mcp_types import TextContent, ToolAnnotations
 from pydantic import Field
 
+from hexlocal_core import bounds
 from hexlocal_core.errors import HexlocalError
 from hexlocal_core.model import IngestProgress
 from hexlocal_mcp import formatting
 
 if TYPE_CHECKING:
     from hexlocal_core.service import Hexlocal
+    from hexlocal_core.usecases.diagnostics import ModelDownload
 
 log = logging.getLogger("hexlocal.mcp.tools")
 
@@ -55,11 +57,12 @@ Package = Annotated[
 Query = Annotated[
     str,
     Field(
+        max_length=bounds.MAX_QUERY_CHARS,
         description=(
             "What to look for, in the package's own vocabulary: module and function names "
             "('Ecto.Multi.run/3'), option names (':on_conflict'), terms its docs use "
             "('changeset', 'preload'). One topic per call, not a whole conversation."
-        )
+        ),
     ),
 ]
 Version = Annotated[
@@ -71,31 +74,38 @@ Version = Annotated[
         )
     ),
 ]
-SearchLimit = Annotated[int, Field(ge=1, le=20, description="How many hits to return (1-20).")]
+SearchLimit = Annotated[
+    int,
+    Field(
+        ge=1, le=bounds.MAX_LIMIT, description=f"How many hits to return (1-{bounds.MAX_LIMIT})."
+    ),
+]
 ExamplesOnly = Annotated[
     bool, Field(description="Only return passages that contain a code example.")
 ]
 Identifier = Annotated[
     str,
     Field(
+        max_length=bounds.MAX_QUERY_CHARS,
         description=(
             "One exact identifier: 'Module', 'Module.function/arity', 'c:callback/arity' "
             "or 't:type/arity', e.g. 'Ecto.Repo.insert/2', 'c:GenServer.init/1'. Use "
             "search_docs for questions and partial names."
-        )
+        ),
     ),
 ]
 OptionalPackage = Annotated[
     str | None, Field(description="A Hex package name; leave out for every package.")
 ]
 Texts = Annotated[
-    list[str],
+    list[Annotated[str, Field(max_length=bounds.MAX_TEXT_CHARS)]],
     Field(
+        max_length=bounds.MAX_TEXTS,
         description=(
             "The lessons to keep, one self-contained fact per string (name the module, "
             "function or option it is about). Send everything worth keeping from this "
             "session in ONE call as a list, not one call per fact."
-        )
+        ),
     ),
 ]
 MemoryPackage = Annotated[
@@ -106,19 +116,39 @@ MemoryVersion = Annotated[
     Field(description="The package version the lessons were learned on (needs package)."),
 ]
 Tags = Annotated[
-    list[str] | None, Field(description="Short one-line tags, e.g. ['testing', 'gotcha'].")
+    list[Annotated[str, Field(max_length=bounds.MAX_TAG_CHARS)]] | None,
+    Field(
+        max_length=bounds.MAX_TAGS, description="Short one-line tags, e.g. ['testing', 'gotcha']."
+    ),
 ]
-RequestIds = Annotated[list[str], Field(description="The request ids that remember returned.")]
+RequestIds = Annotated[
+    list[Annotated[str, Field(max_length=bounds.MAX_REQUEST_ID_CHARS)]],
+    Field(max_length=bounds.MAX_REQUEST_IDS, description="The request ids that remember returned."),
+]
 RecallQuery = Annotated[
-    str, Field(description="What you want to know, in the words the lesson would use.")
+    str,
+    Field(
+        max_length=bounds.MAX_QUERY_CHARS,
+        description="What you want to know, in the words the lesson would use.",
+    ),
 ]
-RecallLimit = Annotated[int, Field(ge=1, le=50, description="How many memories (1-50).")]
+RecallLimit = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=bounds.MAX_RECALL_LIMIT,
+        description=f"How many memories (1-{bounds.MAX_RECALL_LIMIT}).",
+    ),
+]
 IncludeDeprecated = Annotated[
     bool, Field(description="Also return memories later marked deprecated (with history).")
 ]
 IssueQueryText = Annotated[
     str,
-    Field(description="Words to search issue and PR titles and bodies for, e.g. an error message."),
+    Field(
+        max_length=bounds.MAX_QUERY_CHARS,
+        description="Words to search issue and PR titles and bodies for, e.g. an error message.",
+    ),
 ]
 IssuePackage = Annotated[
     str | None,
@@ -128,13 +158,28 @@ Repo = Annotated[str | None, Field(description="A GitHub repository 'owner/name'
 Org = Annotated[str | None, Field(description="A GitHub user or organisation.")]
 IssueType = Annotated[str | None, Field(description="'issue' or 'pr'; leave out for both.")]
 IssueState = Annotated[str | None, Field(description="'open' or 'closed'; leave out for both.")]
-IssueLimit = Annotated[int, Field(ge=1, le=50, description="How many results (1-50).")]
+IssueLimit = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=bounds.MAX_ISSUE_LIMIT,
+        description=f"How many results (1-{bounds.MAX_ISSUE_LIMIT}).",
+    ),
+]
 FromDay = Annotated[
     str | None,
-    Field(alias="from", description="First UTC day, YYYY-MM-DD (default: the until day)."),
+    Field(
+        alias="from",
+        max_length=bounds.DAY_CHARS,
+        description="First UTC day, YYYY-MM-DD (default: the until day).",
+    ),
 ]
 UntilDay = Annotated[
-    str | None, Field(description="Last UTC day, YYYY-MM-DD, included (default: today).")
+    str | None,
+    Field(
+        max_length=bounds.DAY_CHARS,
+        description="Last UTC day, YYYY-MM-DD, included (default: today).",
+    ),
 ]
 
 
@@ -182,10 +227,12 @@ _PHASE_START = {
     "resolving": 0.0,
     "downloading": 2.0,
     "parsing": 8.0,
+    "chunking": 10.0,
     "embedding": 12.0,
     "writing": 95.0,
     "done": 100.0,
     "failed": 100.0,
+    "cancelled": 100.0,
 }
 
 
@@ -204,15 +251,33 @@ def progress_message(p: IngestProgress) -> str:
     return f"{text} - {p.message}" if p.message else text
 
 
+def download_message(d: ModelDownload) -> str:
+    """A model download as a progress message (the reranker's runs in the background)."""
+    what = f"downloading the {d.which} model"
+    if d.which == "reranker":
+        what += " in the background (results keep the fused order meanwhile)"
+    sizes = f" ({d.done / 1e6:.0f}/{d.total / 1e6:.0f} MB)" if d.total else ""
+    return f"{what}{sizes}: {d.message}" if d.message else f"{what}{sizes}"
+
+
+DOWNLOAD_POLL_S = 0.5  # how often a waiting call looks at the models' downloads
+DOWNLOAD_STEP = 0.01  # MCP progress must increase: a download update nudges it this much
+
+
 @contextlib.asynccontextmanager
-async def reporting_progress(ctx: Context) -> AsyncIterator[Callable[[IngestProgress], None]]:
+async def reporting_progress(
+    ctx: Context, service: Hexlocal | None = None
+) -> AsyncIterator[Callable[[IngestProgress], None]]:
     """A progress callback for the service that becomes MCP progress notifications.
 
     The service calls it synchronously from its own task; a queue hands each update to a
-    sender task that owns the (async) notification. Once the call returns the callback
-    drops updates: notifications after the result would be discarded by the client.
+    sender task that owns the (async) notification. With `service`, a poller also reports
+    the models' downloads (the first answer may wait for the embedder's, or start the
+    reranker's in the background): the same call's progress, inside its budget. Once the
+    call returns the callback drops updates: notifications after the result would be
+    discarded by the client.
     """
-    queue: asyncio.Queue[IngestProgress] = asyncio.Queue()
+    queue: asyncio.Queue[IngestProgress | ModelDownload] = asyncio.Queue()
     open_ = True
     last = -1.0
 
@@ -220,25 +285,42 @@ async def reporting_progress(ctx: Context) -> AsyncIterator[Callable[[IngestProg
         nonlocal last
         while True:
             update = await queue.get()
-            value = max(last, progress_percent(update))  # MCP progress must not go back
-            last = value
+            if isinstance(update, IngestProgress):
+                value, message = max(last, progress_percent(update)), progress_message(update)
+            else:  # a download says nothing about the job's share: it only moves forward
+                value, message = min(max(last, 0.0) + DOWNLOAD_STEP, 99.9), download_message(update)
+            last = value  # MCP progress must not go back
             try:
-                await ctx.report_progress(value, 100.0, progress_message(update))
+                await ctx.report_progress(round(value, 2), 100.0, message)
             except Exception:  # a client that went away must not fail the search
                 log.debug("progress notification not sent", exc_info=True)
+
+    async def poll_downloads(service: Hexlocal) -> None:
+        seen: dict[str, tuple[str, int]] = {}
+        while True:
+            for download in service.model_downloads():
+                key = (download.message, download.done)
+                if download.running and seen.get(download.which) != key:
+                    seen[download.which] = key
+                    queue.put_nowait(download)
+            await asyncio.sleep(DOWNLOAD_POLL_S)
 
     def on_progress(update: IngestProgress) -> None:
         if open_:
             queue.put_nowait(update)
 
-    sender = asyncio.create_task(send(), name="mcp-progress")
+    tasks = [asyncio.create_task(send(), name="mcp-progress")]
+    if service is not None:
+        tasks.append(asyncio.create_task(poll_downloads(service), name="mcp-downloads"))
     try:
         yield on_progress
     finally:
         open_ = False
-        sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sender
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 # -- the tools ------------------------------------------------------------------------------
@@ -263,7 +345,7 @@ async def search_docs(
     For an exact identifier ('Ecto.Repo.insert/2') prefer get_docs.
     """
     service = await _service(ctx)
-    async with reporting_progress(ctx) as on_progress:
+    async with reporting_progress(ctx, service) as on_progress:
         result = await service.search_docs(
             package, query, version, limit=limit, examples_only=examples_only, progress=on_progress
         )
@@ -282,7 +364,7 @@ async def get_docs(
     that version (check the spelling and arity with search_docs).
     """
     service = await _service(ctx)
-    async with reporting_progress(ctx) as on_progress:
+    async with reporting_progress(ctx, service) as on_progress:
         result = await service.get_docs(package, identifier, version, progress=on_progress)
     data = result.to_dict()
     return _answer(data, formatting.search_result(data))
@@ -295,11 +377,10 @@ async def search_project_docs(ctx: Context, query: Query, limit: SearchLimit = 5
     Use it for the project's conventions, design notes and guides. They are indexed by
     `hexlocal index-docs`; a notice says so when they are not indexed yet.
     """
-    from hexlocal_core.project_docs import search_project_docs as search
-
     service = await _service(ctx)
-    result = await search(service, query, limit=limit)
-    data = result.to_dict()
+    async with reporting_progress(ctx, service):  # embedding the query may fetch the model
+        result = await service.search_project_docs(query, limit=limit)
+    data = formatting.project_answer(result.to_dict())
     return _answer(data, formatting.search_result(data))
 
 
@@ -312,7 +393,7 @@ async def ingestion_status(ctx: Context, package: OptionalPackage = None) -> Too
     package is already indexed.
     """
     service = await _service(ctx)
-    jobs = service.ingestion_status(package)
+    jobs = [job.to_dict() for job in service.ingestion_status(package)]
     return _answer({"jobs": jobs}, formatting.ingestion_status(jobs))
 
 
@@ -320,7 +401,7 @@ async def ingestion_status(ctx: Context, package: OptionalPackage = None) -> Too
 async def list_indexed_packages(ctx: Context) -> ToolResult:
     """The packages already indexed here, with their versions and sizes."""
     service = await _service(ctx)
-    rows = formatting.jsonable(service.list_packages())
+    rows = formatting.shown_packages(formatting.jsonable(service.list_packages()))
     return _answer({"packages": rows}, formatting.packages(rows))
 
 
@@ -339,7 +420,7 @@ async def remember(
     already known); the answer gives a request id per text for remember_status.
     """
     service = await _service(ctx)
-    rows = await service.memory.remember(texts, package=package, version=version, tags=tags)
+    rows = await service.remember(texts, package=package, version=version, tags=tags)
     return _answer({"requests": rows}, formatting.remember_requests(rows))
 
 
@@ -347,7 +428,7 @@ async def remember(
 async def remember_status(ctx: Context, request_ids: RequestIds) -> ToolResult:
     """What curation did with texts given to remember (created, merged, duplicate, ...)."""
     service = await _service(ctx)
-    rows = service.memory.remember_status(request_ids)
+    rows = service.remember_status(request_ids)
     return _answer({"requests": rows}, formatting.remember_outcomes(rows))
 
 
@@ -365,7 +446,7 @@ async def recall(
     learned on another version of its package than the project now locks.
     """
     service = await _service(ctx)
-    found = await service.memory.recall(
+    found = await service.recall(
         query, limit=limit, package=package, include_deprecated=include_deprecated
     )
     rows = formatting.jsonable(found)

@@ -3,7 +3,9 @@
     python scripts/gen_cli_docs.py           rewrite docs/cli.md
     python scripts/gen_cli_docs.py --check   exit 1 if docs/cli.md is out of date
 
-The help is rendered at a fixed width so the file does not depend on the terminal.
+The help is rendered as a terminal of 100 columns (or more) shows it, so the file does not
+depend on the terminal it is generated in; tests/test_cli.py compares it with the real
+`--help` of every command.
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ def walk(
 
 
 def help_text(path: tuple[str, ...]) -> str:
+    # click wraps real help at min(terminal, max_content_width) - 2 columns, but uses a
+    # given terminal_width as is: pass what a terminal of WIDTH or more columns shows.
     result = CliRunner().invoke(
-        cli, [*path[1:], "--help"], prog_name="hexlocal", terminal_width=WIDTH
+        cli, [*path[1:], "--help"], prog_name="hexlocal", terminal_width=WIDTH - 2
     )
     if result.exit_code != 0:
         raise RuntimeError(f"{' '.join(path)} --help failed: {result.output}")

@@ -9,9 +9,12 @@ HashingEmbedder in place of the ONNX model (the stdio test covers the real defau
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import logging
+import os
+import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from hexlocal_cli import common
-from hexlocal_cli.main import cli, optional_command
+from hexlocal_cli.main import cli
+from hexlocal_core import bounds
 from hexlocal_core.config import Settings
 from hexlocal_core.service import Hexlocal, build
 from tests.conftest import REPO_ROOT
@@ -143,6 +147,9 @@ async def test_ingest_reports_each_package(cli_env: Path) -> None:
         (["usage", "--from", "May 1st"], 2, "YYYY-MM-DD"),
         (["search", "no_such_pkg", "x"], 1, "no_such_pkg"),
         (["get", PACKAGE, "not an identifier at all"], 2, "not an identifier"),
+        # bytes that were not UTF-8 reach Python as lone surrogates (surrogateescape)
+        (["search", PACKAGE, "caf\udcc3"], 2, "not valid UTF-8"),
+        (["usage", "--until", "9999-12-31"], 2, "too far in the future"),
     ],
 )
 async def test_exit_codes(cli_env: Path, args: list[str], code: int, expected: str) -> None:
@@ -185,7 +192,9 @@ async def test_usage_issues_models_doctor(cli_env: Path) -> None:
     checks = parsed(await run("doctor", "--json"))
     names = {c["name"]: c for c in checks["checks"]}
     assert names["hex.pm API"]["status"] == "OK"
-    assert names["sqlite-vec"]["status"] == "OK" and names["fts5"]["status"] == "OK"
+    # The database facts come from the service (usage above created the file).
+    assert names["database"]["status"] == "OK" and "schema" in names["database"]["detail"]
+    assert names["sqlite"]["status"] == "OK" and "sqlite-vec" in names["sqlite"]["detail"]
     assert checks["settings"]["AI_API_KEY"] == "(unset)"
 
 
@@ -202,9 +211,11 @@ async def test_doctor_reports_unreachable_remotes_but_exits_0(
 
 # -- help and docs for every command ---------------------------------------------------------
 
+DOCS_WIDTH = 100  # docs/cli.md shows what a terminal this wide shows (scripts/gen_cli_docs.py)
+
 
 def command_paths(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    """Every registered command, the lazily loaded ones included."""
+    """Every registered command."""
     yield path
     if isinstance(command, click.Group):
         ctx = click.Context(command)
@@ -214,38 +225,308 @@ def command_paths(command: click.Command, path: tuple[str, ...] = ()) -> Iterato
             yield from command_paths(sub, (*path, name))
 
 
+def live_help(path: tuple[str, ...]) -> str:
+    # click wraps at the terminal width less 2, and takes a given terminal_width as is.
+    result = CliRunner().invoke(
+        cli, [*path, "--help"], prog_name="hexlocal", terminal_width=DOCS_WIDTH - 2
+    )
+    assert result.exit_code == 0, (path, result.output)
+    return result.stdout.rstrip()
+
+
+def documented_help() -> dict[tuple[str, ...], str]:
+    """docs/cli.md as {command path: the help text it shows}, read from the file itself."""
+    docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## hexlocal(.*?)\n\n```text\n(.*?)\n```$", docs, re.M | re.S)
+    return {tuple(heading.split()): body.rstrip() for heading, body in sections}
+
+
 def test_every_command_has_help() -> None:
     for path in command_paths(cli):
-        result = CliRunner().invoke(cli, [*path, "--help"], prog_name="hexlocal")
-        assert result.exit_code == 0, (path, result.output)
-        assert result.stdout.startswith(f"Usage: {' '.join(('hexlocal', *path))}"), path
+        assert live_help(path).startswith(f"Usage: {' '.join(('hexlocal', *path))}"), path
 
 
-def test_every_command_is_documented() -> None:
-    docs = (REPO_ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
-    for path in command_paths(cli):
-        heading = f"## {' '.join(('hexlocal', *path))}\n"
-        assert heading in docs, f"{heading.strip()} missing: run python scripts/gen_cli_docs.py"
-
-
-def test_docs_generator_renders_every_command() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "gen_cli_docs", REPO_ROOT / "scripts" / "gen_cli_docs.py"
+def test_docs_show_each_commands_real_help() -> None:
+    """docs/cli.md must be what `--help` prints now: a changed option or command fails here."""
+    documented = documented_help()
+    commands = set(command_paths(cli))
+    fix = "run python scripts/gen_cli_docs.py"
+    assert set(documented) == commands, (
+        f"undocumented: {sorted(commands - set(documented))}, "
+        f"stale: {sorted(set(documented) - commands)}; {fix}"
     )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    rendered = module.render()
-    for path in command_paths(cli):
-        assert f"## {' '.join(('hexlocal', *path))}\n" in rendered
+    for path in sorted(commands):
+        assert documented[path] == live_help(path), f"hexlocal {' '.join(path)}: {fix}"
 
 
-def test_optional_commands_skip_only_their_own_missing_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_entry_point_prints_the_documented_help() -> None:
+    """The installed way in (`python -m hexlocal_cli`), not only the click object."""
+    env = {**os.environ, "COLUMNS": str(DOCS_WIDTH), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "hexlocal_cli", "--help"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip() == documented_help()[()]
+
+
+def test_limits_come_from_the_shared_bounds() -> None:
+    ctx = click.Context(cli)
+    limits = {}
+    for name in ("search", "recall", "issues"):
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        option = next(p for p in command.params if p.name == "limit")
+        assert isinstance(option.type, click.IntRange)
+        limits[name] = option.type.max
+    assert limits == {
+        "search": bounds.MAX_LIMIT,
+        "recall": bounds.MAX_RECALL_LIMIT,
+        "issues": bounds.MAX_ISSUE_LIMIT,
+    }
+
+
+# -- entry points: --help and --version print and exit -----------------------------------------
+
+
+def run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdin=subprocess.PIPE,  # held open: a server that started would wait, not exit
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_help_and_version_print_and_exit() -> None:
+    helped = run_module("hexlocal_mcp", "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("Usage: hexlocal-mcp"), helped
+    version = run_module("hexlocal_mcp", "--version")
+    assert version.returncode == 0 and version.stdout.startswith("hexlocal-mcp, version "), version
+    wrong = run_module("hexlocal_mcp", "--port", "3")
+    assert wrong.returncode == 2 and "'--port'" in wrong.stderr and not wrong.stdout
+    cli_version = CliRunner().invoke(cli, ["--version"], prog_name="hexlocal")
+    assert cli_version.exit_code == 0 and cli_version.stdout.startswith("hexlocal, version ")
+
+
+# -- the project's own docs --------------------------------------------------------------------
+
+
+def write_project_docs(project: Path) -> None:
+    (project / "README.md").write_text("# My app\n\nDeploys with `mix release` behind nginx.\n")
+    (project / "docs").mkdir()
+    (project / "docs" / "testing.md").write_text(
+        "# Testing\n\nEvery test runs inside a database sandbox checkout.\n"
+    )
+
+
+async def test_search_project_docs_names_files_not_internal_keys(cli_env: Path) -> None:
+    project = cli_env / "project"
+    write_project_docs(project)
+    indexed = parsed(await run("index-docs", "--json"))
+    assert indexed["files"] == 2
+
+    data = parsed(await run("search", "--project", "database sandbox", "--json"))
+    assert data["package"] == "project docs" and data["version"] is None
+    top = data["results"][0]
+    assert top["path"] == str((project / "docs" / "testing.md").resolve())
+    assert top["hexdocs_url"] is None
+
+    human = await run("search", "--project", "database sandbox")
+    assert human.exit_code == 0, human.output
+    assert "project docs: " in human.stdout and "docs/testing.md" in human.stdout
+    listed = await run("list")
+    listed_json = await run("list", "--json")
+    for output in (json.dumps(data), human.stdout, listed.stdout, listed_json.stdout):
+        assert "__project__" not in output and "vlocal" not in output and "(extras" not in output
+    assert "project docs" in listed.stdout
+
+    both = await run("search", "--project", PACKAGE, "sandbox")
+    assert both.exit_code == 2 and "only QUERY" in both.stderr
+    mixed = await run("search", "--project", "sandbox", "--mode", "fts")
+    assert mixed.exit_code == 2 and "--mode" in mixed.stderr
+    alone = await run("search", "sandbox")
+    assert alone.exit_code == 2 and "PACKAGE and QUERY" in alone.stderr
+
+
+# -- 80 columns ----------------------------------------------------------------------------------
+
+WIDTH = 80
+QUERY_SET = (
+    '{"id": "np-s-01", "kind": "symbol", "package": "nimble_pool", "version": "1.1.0", '
+    '"query": "NimblePool.checkout!/4", "expect": {"ref": "NimblePool.html#checkout!/4"}}\n'
+    '{"id": "np-c-01", "kind": "concept", "package": "nimble_pool", "version": "1.1.0", '
+    '"query": "stop the pool and its workers", "expect": {"ref": "NimblePool.html#stop/3"}}\n'
+)
+
+
+def record_usage(database: Path) -> None:
+    """Usage rows with long model names, as a cloud setup records them."""
+    from hexlocal_core.index.store import Store
+    from hexlocal_core.index.usage_store import StoreUsageSink
+    from hexlocal_core.model import UsageEvent
+
+    store = Store(database)
+    try:
+        sink = StoreUsageSink(store)
+        for model, kind in (
+            ("local:sentence-transformers/all-MiniLM-L6-v2", "embed"),
+            ("mistral-large-latest-with-a-very-long-deployment-suffix", "chat"),
+        ):
+            sink.record(
+                UsageEvent(
+                    model=model, kind=kind, prompt_tokens=1_234_567, completion_tokens=98_765
+                )
+            )
+    finally:
+        store.close()
+
+
+async def test_every_table_fits_80_columns(cli_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", str(WIDTH))  # rich takes the width from it (no terminal)
+    write_project_docs(cli_env / "project")
+    (cli_env / "dev.jsonl").write_text(QUERY_SET)
+    assert (await run("ingest", f"{PACKAGE}@{VERSION}")).exit_code == 0
+    record_usage(cli_env / "index.db")
+    eval_db = str(cli_env / "eval.db")
+    commands = [
+        ["usage"],
+        ["index-docs"],
+        ["drift"],
+        ["reindex", "--dry-run"],
+        ["reindex"],
+        ["list"],
+        ["ingest", f"{PACKAGE}@{VERSION}", "no_such_pkg"],
+        ["models", "status"],
+        ["models", "status", "--verbose"],
+        ["models", "list"],
+        ["doctor"],
+        ["eval", "--queries", str(cli_env / "dev.jsonl"), "--database", eval_db, "--ingest"],
+        ["eval", "--queries", str(cli_env / "dev.jsonl"), "--database", eval_db, "-v"],
+    ]
+    for args in commands:
+        result = await run(*args)
+        assert result.exit_code in (0, 1), (args, result.output)
+        assert result.stdout.strip(), args
+        for line in result.output.splitlines():
+            assert len(line) <= WIDTH, (args, line)
+            assert "…" not in line, (args, line)  # folded, never cut
+
+
+# -- models and doctor say what is present, what is missing and the one fix ----------------------
+
+
+async def test_models_status_gives_one_verdict_per_model(
+    cli_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert optional_command("hexlocal_cli.no_such_module", "x") is None
-    (tmp_path / "broken_cmds.py").write_text("import no_such_dependency_for_hexlocal\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ModuleNotFoundError):
-        # the module exists but one of its imports is missing: a bug to surface, not skip
-        optional_command("broken_cmds", "x")
+    from hexlocal_core.adapters import model_sources
+
+    rows = model_sources.model_status(Settings.from_env())
+    plain = await run("models", "status")
+    assert plain.exit_code == 0, plain.output
+    lines = [line for line in plain.stdout.splitlines() if not line.startswith("  ")]
+    # COLUMNS is wide enough that no verdict wraps.
+    assert [line.split()[:2] for line in lines] == [[r.which.value, r.presence.value] for r in rows]
+    assert "local folder" not in plain.stdout  # the steps only with --verbose
+    verbose = await run("models", "status", "--verbose")
+    assert "local folder" in verbose.stdout
+
+    data = parsed(await run("models", "status", "--json"))
+    assert [(r["which"], r["presence"], r["usable"]) for r in data] == [
+        (r.which.value, r.presence.value, r.usable) for r in rows
+    ]
+    assert data[0]["steps"], "--json carries the lookup steps"
+
+
+@pytest.fixture
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+
+
+async def test_doctor_fails_without_a_usable_embedder(
+    cli_env: Path, monkeypatch: pytest.MonkeyPatch, wide: None
+) -> None:
+    empty = cli_env / "empty-model"
+    empty.mkdir()
+    monkeypatch.setenv("HEXLOCAL_EMBED_MODEL_DIR", str(empty))
+    result = await run("doctor", "--json")
+    assert result.exit_code == 1, result.output
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    embedder = checks["embedder model"]
+    assert embedder["status"] == "FAIL" and str(empty) in embedder["fix"], embedder
+    human = await run("doctor")
+    assert human.exit_code == 1 and "FAIL embedder model: broken" in human.stdout
+
+
+async def test_doctor_checks_the_lock_and_refuses_a_404(
+    cli_env: Path, fake_hex: FakeHex, monkeypatch: pytest.MonkeyPatch, wide: None
+) -> None:
+    project = cli_env / "project"
+    (project / "mix.exs").write_text("defmodule MyApp.MixProject do\nend\n")
+    (project / "mix.lock").write_text(
+        '%{\n  "jason": {:hex, :jason, "1.4.4", "abc", [:mix], [], "hexpm", "def"},\n'
+        '  "nimble_pool": {:hex, :nimble_pool, "1.1.0", "abc", [:mix], [], "hexpm", "def"},\n'
+        '  "dep": {:git, "https://example.invalid/dep.git", "0123abc", []},\n}\n'
+    )
+    (project / "lib" / "my_app").mkdir(parents=True)
+    monkeypatch.setenv("PROJECT_ROOT", str(project / "lib" / "my_app"))  # a subfolder
+    monkeypatch.setenv("HEX_MIRROR", f"{fake_hex.base_url}/no-such-mirror")
+    result = await run("doctor", "--json")
+    assert result.exit_code == 0, result.output  # remote problems warn; searches still work
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    lock = checks["mix.lock"]
+    assert lock["status"] == "OK", lock
+    assert str(project / "mix.lock") in lock["detail"] and "2 Hex package(s)" in lock["detail"]
+    assert "1 other dep(s)" in lock["detail"]
+    mirror = checks["hex.pm docs mirror"]
+    assert mirror["status"] == "WARN" and "404" in mirror["detail"], mirror
+    assert checks["hex.pm API"]["status"] == "OK"
+
+
+# -- eval has an index of its own ---------------------------------------------------------------
+
+JASON_SET = (
+    '{"id": "jason-s-01", "kind": "symbol", "package": "jason", "version": "1.4.5", '
+    '"query": "Jason.decode/2", "expect": {"ref": "Jason.html#decode/2"}}\n'
+)
+
+
+async def test_eval_ingest_never_changes_the_project_index(cli_env: Path) -> None:
+    assert (await run("ingest", "jason@1.4.4")).exit_code == 0
+    before = parsed(await run("list", "--json"))
+    queries = cli_env / "jason-set.jsonl"
+    queries.write_text(JASON_SET)
+
+    report = parsed(await run("eval", "--queries", str(queries), "--ingest", "--json"))
+    after = parsed(await run("list", "--json"))
+    assert [(p["name"], p["version"]) for p in after] == [(p["name"], p["version"]) for p in before]
+    assert [(p["name"], p["version"]) for p in after] == [("jason", "1.4.4")]
+    # The default: the set's own index in the user data dir (XDG_DATA_HOME in tests).
+    import platformdirs
+
+    own = Path(platformdirs.user_data_dir("hexlocal", appauthor=False)) / "eval" / "jason-set.db"
+    assert own.is_file()
+    assert [(p["name"], p["version"]) for p in report["fingerprint"]["packages"]] == [
+        ("jason", "1.4.5")
+    ]
+
+
+def test_eval_choices_are_the_cores() -> None:
+    from hexlocal_cli.eval_cmd import eval_command
+    from hexlocal_core.evaluation import EVAL_MODES, KINDS
+
+    options = {p.name: p for p in eval_command.params}
+    only, modes = options["only"].type, options["modes"].type
+    assert tuple(only.choices) == tuple(KINDS)
+    assert tuple(modes.choices) == tuple(EVAL_MODES)
+    assert only.convert("error", None, None) == "error"
+    with pytest.raises(click.BadParameter):
+        modes.convert("fts,nope", None, None)

@@ -1,4 +1,5 @@
-"""The MCP server as a client really runs it: `hexlocal serve` spawned over stdio and
+"""The MCP server as a client really runs it: `hexlocal serve` (this checkout's, run as
+`python -m hexlocal_cli serve` with the repository on PYTHONPATH) spawned over stdio and
 driven by the official `mcp` SDK client, against the fake hex.pm serving a real tarball,
 with the real default build (local embedder; reranker off).
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
 
 PACKAGE = "nimble_pool"
@@ -47,6 +49,7 @@ def server_env(fake: FakeHex, tmp_path: Path) -> dict[str, str]:
     keep = ("HEXLOCAL_MODEL_CACHE", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME", "PATH")
     env = {name: os.environ[name] for name in keep if name in os.environ}
     env.update(
+        PYTHONPATH=str(REPO_ROOT),  # the checkout under test, not whatever is installed
         HF_HUB_OFFLINE="1",
         HEX_API_URL=fake.api_url,
         HEX_MIRROR=fake.mirror_url,
@@ -64,12 +67,11 @@ async def test_serve_over_stdio_cites_hexdocs(fake_hex: FakeHex, tmp_path: Path)
     shim = tmp_path / "tee_shim.py"
     shim.write_text(SHIM)
     tee = tmp_path / "stdout.jsonl"
-    hexlocal = Path(sys.executable).parent / "hexlocal"
     params = StdioServerParameters(
         command=sys.executable,
-        args=[str(shim), str(tee), str(hexlocal), "serve"],
+        args=[str(shim), str(tee), sys.executable, "-m", "hexlocal_cli", "serve"],
         env=server_env(fake_hex, tmp_path),
-        cwd=str(tmp_path),
+        cwd=str(REPO_ROOT),
     )
     with (tmp_path / "stderr.log").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):

@@ -366,6 +366,18 @@ def test_example_configs_and_assistant_guides() -> None:
         servers = json.loads((examples / "mcp" / name).read_text(encoding="utf-8"))["mcpServers"]
         assert servers["hexlocal"]["command"] == "hexlocal-mcp", name
         assert {s["command"] for s in servers.values()} & {"uvx", "pipx"}, name
+        for server in servers.values():
+            # No PyPI release exists: a runner must be given a wheel or a git URL, exactly.
+            if server["command"] == "uvx":
+                flag, spec, script = server["args"]
+                assert flag == "--from", name
+            elif server["command"] == "pipx":
+                run, flag, spec, script = server["args"]
+                assert (run, flag) == ("run", "--spec"), name
+            else:
+                continue
+            assert spec.endswith(".whl") or spec.startswith("git+"), (name, spec)
+            assert script == "hexlocal-mcp", name
     guide = (examples / "AGENTS.md").read_text(encoding="utf-8")
     assert guide == (examples / "CLAUDE.md").read_text(encoding="utf-8")
     for tool in ("search_docs", "get_docs", "remember", "recall", "ingestion_status"):

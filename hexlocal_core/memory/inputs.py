@@ -1,4 +1,8 @@
-"""Argument checks for remember / recall / remember_status; each error names the fix."""
+"""Argument checks for remember / recall / remember_status; each error names the fix.
+
+The bounds themselves live in `hexlocal_core.bounds`, shared with the MCP schemas and the
+CLI options; this module applies them to the memory calls' arguments.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +11,19 @@ from typing import Any
 
 from attrs import frozen
 
+from hexlocal_core import bounds
+from hexlocal_core.bounds import (
+    MAX_REQUEST_ID_CHARS,
+    MAX_REQUEST_IDS,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TEXT_CHARS,
+    MAX_TEXTS,
+    has_control,
+    has_surrogate,
+)
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.versions import parse_version, validate_package_name
-
-MAX_TEXTS = 100
-MAX_TEXT_CHARS = 8_000
-MAX_TAGS = 20
-MAX_TAG_CHARS = 50
-MAX_QUERY_CHARS = 4_000
-MAX_RECALL_LIMIT = 50
-MAX_REQUEST_IDS = 1_000
 
 
 @frozen
@@ -29,10 +36,6 @@ class Submission:
     tags: tuple[str, ...]
 
 
-def _has_control(text: str) -> bool:
-    return any(ord(c) < 32 and c not in "\t\n\r" for c in text)
-
-
 def check_texts(texts: Any) -> list[str]:
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
         raise UserInputError("texts must be a non-empty list of strings, one fact per string")
@@ -40,19 +43,16 @@ def check_texts(texts: Any) -> list[str]:
         raise UserInputError(
             f"{len(texts)} texts at once; the limit is {MAX_TEXTS}. Split them into batches."
         )
-    out = []
-    for i, text in enumerate(texts, start=1):
-        if not isinstance(text, str) or not text.strip():
-            raise UserInputError(f"text {i} is empty; state the fact to remember")
-        if len(text) > MAX_TEXT_CHARS:
-            raise UserInputError(
-                f"text {i} has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}. "
-                "Remember one fact at a time."
-            )
-        if _has_control(text):
-            raise UserInputError(f"text {i} contains control characters; pass plain text")
-        out.append(text.strip())
-    return out
+    return [
+        bounds.check_text(
+            text,
+            what=f"text {i}",
+            empty_hint="state the fact to remember",
+            max_chars=MAX_TEXT_CHARS,
+            advice="Remember one fact at a time.",
+        )
+        for i, text in enumerate(texts, start=1)
+    ]
 
 
 def check_tags(tags: Any) -> tuple[str, ...]:
@@ -66,9 +66,10 @@ def check_tags(tags: Any) -> tuple[str, ...]:
     for tag in tags:
         if not isinstance(tag, str) or not tag.strip():
             raise UserInputError("every tag must be a non-empty string")
-        if len(tag) > MAX_TAG_CHARS or _has_control(tag) or "\n" in tag:
+        if len(tag) > MAX_TAG_CHARS or has_control(tag) or has_surrogate(tag) or "\n" in tag:
             raise UserInputError(
-                f"tag {tag[:20]!r} is not a short one-line string (at most {MAX_TAG_CHARS} chars)"
+                f"tag {bounds.short_repr(tag, 22)} is not a short one-line string "
+                f"(at most {MAX_TAG_CHARS} chars)"
             )
         out.setdefault(tag.strip(), None)
     return tuple(out)
@@ -97,23 +98,11 @@ def submissions(texts: Any, package: Any, version: Any, tags: Any) -> list[Submi
 
 
 def check_query(query: Any) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise UserInputError("the query is empty; pass the words to recall memories by")
-    if len(query) > MAX_QUERY_CHARS:
-        raise UserInputError(
-            f"the query has {len(query):,} characters; the limit is {MAX_QUERY_CHARS:,}"
-        )
-    if _has_control(query):
-        raise UserInputError("the query contains control characters; pass plain text")
-    return query.strip()
+    return bounds.check_query(query, empty_hint="pass the words to recall memories by")
 
 
 def check_limit(limit: Any) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
-        raise UserInputError(
-            f"limit must be a whole number from 1 to {MAX_RECALL_LIMIT}, not {limit!r}"
-        )
-    return limit
+    return bounds.check_limit(limit, maximum=bounds.MAX_RECALL_LIMIT)
 
 
 def check_request_ids(request_ids: Any) -> list[str]:
@@ -121,6 +110,6 @@ def check_request_ids(request_ids: Any) -> list[str]:
         raise UserInputError("request_ids must be a non-empty list of ids returned by remember")
     if len(request_ids) > MAX_REQUEST_IDS:
         raise UserInputError(f"at most {MAX_REQUEST_IDS} request ids at once")
-    if not all(isinstance(r, str) and 0 < len(r) <= 64 for r in request_ids):
+    if not all(isinstance(r, str) and 0 < len(r) <= MAX_REQUEST_ID_CHARS for r in request_ids):
         raise UserInputError("every request id must be a string returned by remember")
     return list(request_ids)

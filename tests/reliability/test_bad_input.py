@@ -10,7 +10,9 @@ service with the HashingEmbedder, the fake hex.pm and the fake GitHub.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -172,6 +174,17 @@ CASES: list[tuple[str, str, Any, str]] = [
     ("get_token_usage", "until", "2026-13-45", r"until|date|YYYY-MM-DD"),
     ("get_token_usage", "from", 20260101, r"from"),
     ("get_token_usage", "until", "2026-01-01\x00", r"until|date|YYYY-MM-DD"),
+    ("get_token_usage", "until", "9999-12-31", r"until=9999-12-31 is too far"),  # OverflowError
+    # what a JS client sends when it cuts a string inside an emoji, and other oversized values
+    ("search_docs", "query", "caf\ud800", r"query.*surrogate"),
+    ("search_docs", "limit", 10**5000, r"limit.*digits"),
+    ("get_docs", "identifier", "Jason.\udc00/2", r"surrogate"),
+    ("search_project_docs", "query", "\ud83d", r"surrogate"),
+    ("remember", "texts", ["a lesson \ud800"], r"texts.*surrogate"),
+    ("remember", "tags", ["\udfff"], r"tag"),
+    ("recall", "query", "\ud800", r"surrogate"),
+    ("recall", "limit", -(10**30), r"limit"),
+    ("search_github_issues", "query", "x\ud800", r"surrogate"),
 ]
 
 
@@ -259,3 +272,103 @@ async def test_blank_version_keeps_the_indexed_version(client: Client[Any]) -> N
     assert result.structured_content["version"] == "1.4.4"  # indexed, not hex.pm's latest
     codes = [n["code"] for n in result.structured_content["notices"]]
     assert "indexed_version_differs" in codes and "version_replaced" not in codes
+
+
+# -- database faults: a one-line error with the path and the fix, from both faces ------------
+
+
+def _parent_is_a_file(tmp: Path) -> Path:
+    (tmp / "not-a-dir").write_text("x")
+    return tmp / "not-a-dir" / "index.db"
+
+
+def _garbage(tmp: Path) -> Path:
+    path = tmp / "garbage.db"
+    path.write_bytes(b"this is not SQLite " * 500)
+    return path
+
+
+def _truncated(tmp: Path) -> Path:
+    path = tmp / "truncated.db"
+    service = build(Settings(database_path=path, project_root=tmp), load_models=False)
+    service.list_packages()
+    asyncio.run(service.aclose())
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 + 100])  # cut mid-page
+    return path
+
+
+def _read_only_dir(tmp: Path) -> Path:
+    folder = tmp / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder / "index.db"
+
+
+def _read_only_file(tmp: Path) -> Path:
+    path = tmp / "read-only.db"
+    service = build(Settings(database_path=path, project_root=tmp), load_models=False)
+    asyncio.run(service.aclose())
+    path.chmod(0o444)
+    return path
+
+
+ROOT = os.geteuid() == 0  # permissions do not stop root: those two cases need a user
+DB_FAULTS = [
+    pytest.param(_parent_is_a_file, id="parent-is-a-file"),
+    pytest.param(_garbage, id="garbage-file"),
+    pytest.param(_truncated, id="truncated-file"),
+    pytest.param(_read_only_dir, id="read-only-dir", marks=pytest.mark.skipif(ROOT, reason="root")),
+    pytest.param(
+        _read_only_file, id="read-only-file", marks=pytest.mark.skipif(ROOT, reason="root")
+    ),
+]
+
+
+def _one_clear_line(text: str, db: Path) -> list[str]:
+    problems = []
+    if "Traceback" in text or "internal error" in text:
+        problems.append("leaked internals")
+    if len(text.strip().splitlines()) != 1:
+        problems.append(f"{len(text.strip().splitlines())} lines")
+    if str(db) not in text:
+        problems.append("the path is missing")
+    if "DATABASE_PATH" not in text:
+        problems.append("the fix (DATABASE_PATH) is missing")
+    return problems
+
+
+@pytest.mark.parametrize("make_fault", DB_FAULTS)
+def test_database_fault_in_the_cli(
+    make_fault: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from hexlocal_cli.main import cli
+
+    db = make_fault(tmp_path)
+    monkeypatch.setenv("DATABASE_PATH", str(db))
+    monkeypatch.setenv("PROJECT_ROOT", str(tmp_path))
+    result = CliRunner().invoke(cli, ["list"], prog_name="hexlocal")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("Error: "), result.stderr
+    assert _one_clear_line(result.stderr, db) == [], result.stderr
+    assert not result.stdout.strip()
+
+
+@pytest.mark.parametrize("make_fault", DB_FAULTS)
+async def test_database_fault_in_mcp(make_fault: Any, tmp_path: Path) -> None:
+    db = await asyncio.to_thread(make_fault, tmp_path)  # it may run a service of its own
+    settings = Settings(database_path=db, project_root=tmp_path, ai_rerank_model="off")
+
+    def broken() -> Hexlocal:
+        return build(settings, embedder=HashingEmbedder(), load_models=False)
+
+    async with Client(create_server(broken, settings=settings)) as c:
+        result = await c.call_tool("list_indexed_packages", {}, raise_on_error=False)
+        text = text_of(result)
+        assert result.is_error, text
+        assert _one_clear_line(text, db) == [], text
+        # The server still answers (with the same clear error), it did not die.
+        again = await c.call_tool("search_docs", BASE["search_docs"], raise_on_error=False)
+        assert again.is_error and str(db) in text_of(again)

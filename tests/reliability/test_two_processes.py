@@ -1,6 +1,7 @@
 """Two MCP server processes on ONE database file, driven hard at the same time.
 
-Each is `python -m hexlocal_mcp` over real stdio, with the default build (the local
+Each is `python -m hexlocal_mcp` of this checkout (the repository first on PYTHONPATH,
+whatever else is installed) over real stdio, with the default build (the local
 embedder; reranker off), driven by the official `mcp` SDK client. Each client makes
 CALLS mixed calls (search_docs on a pre-indexed package, remember, recall,
 list_indexed_packages) while the first server also ingests another package. Then:
@@ -25,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
 from hexlocal_core.index.db import connect
+from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
 from tests.reliability.support import consistency
 
@@ -58,6 +60,7 @@ def server_env(fake: FakeHex, tmp_path: Path, name: str) -> dict[str, str]:
     keep = ("HEXLOCAL_MODEL_CACHE", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME", "PATH")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(
+        PYTHONPATH=str(REPO_ROOT),  # the checkout under test
         HF_HUB_OFFLINE="1",
         HEX_API_URL=fake.api_url,
         HEX_MIRROR=fake.mirror_url,
@@ -90,7 +93,7 @@ async def run_client(fake: FakeHex, tmp_path: Path, name: str, *, ingest: bool) 
         command=sys.executable,
         args=["-m", "hexlocal_mcp"],
         env=server_env(fake, tmp_path, name),
-        cwd=str(tmp_path),
+        cwd=str(REPO_ROOT),
     )
     started = time.perf_counter()
     with (tmp_path / f"{name}.stderr").open("w") as errlog:
@@ -147,7 +150,7 @@ async def settle(fake: FakeHex, tmp_path: Path, ids: list[str]) -> list[dict[str
         command=sys.executable,
         args=["-m", "hexlocal_mcp"],
         env=server_env(fake, tmp_path, "settle"),
-        cwd=str(tmp_path),
+        cwd=str(REPO_ROOT),
     )
     rows: list[dict[str, Any]] = []
     with (tmp_path / "settle.stderr").open("w") as errlog:
@@ -166,13 +169,15 @@ async def settle(fake: FakeHex, tmp_path: Path, ids: list[str]) -> list[dict[str
 
 async def preindex(fake: FakeHex, tmp_path: Path) -> None:
     """`hexlocal ingest jason@1.4.4`: the same default build the servers use."""
-    hexlocal = Path(sys.executable).parent / "hexlocal"
     package, version = INDEXED
     proc = await asyncio.create_subprocess_exec(
-        str(hexlocal),
+        sys.executable,
+        "-m",
+        "hexlocal_cli",
         "ingest",
         f"{package}@{version}",
         env=server_env(fake, tmp_path, "setup"),
+        cwd=str(REPO_ROOT),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
