@@ -33,8 +33,8 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from hexlocal_core.ingest.cancel import checkpoint
-from hexlocal_core.ingest.untrusted import clip
 from hexlocal_core.model import Chunk, DocItem, Notice
+from hexlocal_core.untrusted import clip
 
 # Bump whenever the same markdown would be cut differently: stored chunks are rebuilt.
 CHUNKER_VERSION = 1

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from hexlocal_core.untrusted import clip
+
 __all__ = [
     "MASK",
     "clip",
@@ -33,7 +35,6 @@ __all__ = [
 ]
 
 MASK = "****"
-NAME_CHARS = 200  # the longest echoed name (package, version, model) a message repeats
 EXCERPT_CHARS = 300  # the longest piece of a server's error body a message quotes
 WINDOW = 8  # any run this long of a secret counts as the secret (a server's partial echo)
 MIN_SECRET = 4  # shorter URL parts (a user "u", a query "v=1") are not worth scrubbing
@@ -49,7 +50,6 @@ _AUTH_VALUE = re.compile(
     r"(?i)\b(bearer\s+|(?:access_|api_|api-|private_)?(?:token|key|secret|password)"
     r"[\"']?\s*[=:]\s*[\"']?)[A-Za-z0-9._~+/-]{8,}=*"
 )
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 _MODEL = re.compile(r"^[A-Za-z0-9._:/@+-]{1,200}$")
 
 
@@ -146,13 +146,6 @@ def excerpt(text: str, secrets: Iterable[str], limit: int = EXCERPT_CHARS) -> st
     if cut.endswith("*") and clean[limit] == "*":
         cut = cut.rstrip("*")[: limit - len(MASK)] + MASK  # cut inside a mask: show it whole
     return _mask_cut_prefix(cut, keys) + "…"
-
-
-def clip(name: str, limit: int = NAME_CHARS) -> str:
-    """One echoed name, safe to put in a one-line message: control characters and lone
-    surrogates replaced, at most `limit` characters (an ellipsis marks the cut)."""
-    text = _CONTROL.sub("?", name.encode("utf-8", "replace").decode("utf-8"))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def valid_model_name(name: object, secrets: Iterable[str] = ()) -> bool:

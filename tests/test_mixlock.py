@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hexlocal_core import untrusted
 from hexlocal_core.mixlock import (
     MAX_LOCK_BYTES,
     Atom,
@@ -26,7 +27,7 @@ from hexlocal_core.mixlock import (
     project_dirs,
     read_lock,
 )
-from hexlocal_core.versions import files, lockfile
+from hexlocal_core.versions import lockfile
 
 LOCKS = {
     "phoenixframework_phoenix.mix.lock": 40,
@@ -353,7 +354,7 @@ def _old(path: Path) -> None:
 @pytest.fixture
 def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     reads: list[Path] = []
-    real = files.read_regular
+    real = untrusted.read_regular
 
     def counting(path: Path, max_bytes: int) -> bytes:
         reads.append(path)

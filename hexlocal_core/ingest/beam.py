@@ -44,8 +44,8 @@ from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import etf
 from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.ingest.etf import Term
-from hexlocal_core.ingest.untrusted import NotRegularFile, clip, read_regular
 from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
+from hexlocal_core.untrusted import NotRegularFile, TooLarge, clip, read_regular
 
 log = logging.getLogger("hexlocal.ingest.beam")
 
@@ -305,14 +305,13 @@ def _read_capped(path: Path, limit: int, root: Path | None = None) -> bytes:
         if target is None or not target.is_relative_to(root):
             raise BeamSkipped("outside_tree", f"{clip(str(path))} links outside {root}")
     try:
-        data = read_regular(path, limit)  # never more than the cap, whatever the file claims
+        return read_regular(path, limit)  # never more than the cap, whatever the file claims
     except NotRegularFile as exc:
         raise BeamSkipped("not_regular", str(exc)) from exc
+    except TooLarge as exc:
+        raise BeamSkipped("too_large", f"{clip(str(path))} is larger than {limit} bytes") from exc
     except OSError as exc:
-        raise BeamSkipped("unreadable", f"{clip(str(path))}: {exc.strerror}") from exc
-    if len(data) > limit:
-        raise BeamSkipped("too_large", f"{clip(str(path))} is larger than {limit} bytes")
-    return data
+        raise BeamSkipped("unreadable", f"{clip(str(path))}: {exc}") from exc
 
 
 def _chunks(data: bytes) -> dict[str, bytes]:

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from hexlocal_core.ingest.exdoc_html import Detail, HtmlPage
 from hexlocal_core.ingest.exdoc_md import MarkdownPage
 from hexlocal_core.ingest.exdoc_search import SEARCH_DATA, RawItem, Ref, parse_ref
-from hexlocal_core.ingest.untrusted import clip, decode_text
 from hexlocal_core.model import DocItem, DocType
+from hexlocal_core.untrusted import clip, decode_text
 
 log = logging.getLogger("hexlocal.ingest.exdoc_items")
 

@@ -21,7 +21,7 @@ from attrs import frozen
 
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest.cancel import checkpoint
-from hexlocal_core.ingest.untrusted import clip, decode_text, scrub
+from hexlocal_core.untrusted import clip, decode_text, scrub
 
 log = logging.getLogger("hexlocal.ingest.exdoc_search")
 

@@ -33,8 +33,8 @@ from hexlocal_core.ingest.exdoc_search import (
     sidebar_items,
 )
 from hexlocal_core.ingest.navigation import is_heading_only, is_navigation_only
-from hexlocal_core.ingest.untrusted import clip
 from hexlocal_core.model import DocItem, Notice
+from hexlocal_core.untrusted import clip
 
 log = logging.getLogger("hexlocal.ingest.hexdocs")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from attrs import frozen
 
-from hexlocal_core.ingest.untrusted import NotRegularFile, read_regular
 from hexlocal_core.model import DocItem, DocType, SourceKind
+from hexlocal_core.untrusted import NotRegularFile, TooLarge, read_regular
 
 log = logging.getLogger("hexlocal.ingest.markdown_files")
 
@@ -121,12 +121,12 @@ def _read_text(path: Path, skipped: Counter[str]) -> str | None:
     except NotRegularFile:
         skipped["not_regular"] += 1
         return None
+    except TooLarge:
+        skipped["too_large"] += 1
+        return None
     except OSError as exc:
         log.debug("cannot read %s: %s", path, exc)
         skipped["unreadable"] += 1
-        return None
-    if len(raw) > MAX_FILE_BYTES:
-        skipped["too_large"] += 1
         return None
     try:
         return raw.decode("utf-8")

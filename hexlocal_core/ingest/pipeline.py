@@ -18,7 +18,7 @@ from typing import TypeVar
 import numpy as np
 from attrs import frozen
 
-from hexlocal_core.chunk import CHUNKER_VERSION, SectionChunker
+from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import ModelMismatch
 from hexlocal_core.index.store import PackageWrite, Store
 from hexlocal_core.ingest.cancel import checkpoint
@@ -78,15 +78,6 @@ async def in_worker(work: Callable[[], T]) -> T:
         if not future.cancelled():
             future.exception()  # retrieved: the cancellation is what the caller reports
         raise
-
-
-def chunk_items(items: Sequence[DocItem], chunker: SectionChunker | None = None) -> list[Chunk]:
-    chunker = chunker or SectionChunker()
-    out: list[Chunk] = []
-    for item in items:
-        checkpoint()
-        out.extend(chunker.chunk(item))
-    return out
 
 
 async def embed_with_cache(
@@ -153,7 +144,8 @@ async def index_items(
             )
 
     report(Phase.CHUNKING)
-    chunks = await in_worker(lambda: chunk_items(request.items))
+    chunked = await in_worker(lambda: chunk_items(request.items))
+    chunks = chunked.chunks
     total = len(chunks)
     report(Phase.EMBEDDING, 0, total)
     vectors, embedded = await embed_with_cache(
@@ -198,6 +190,6 @@ async def index_items(
         embedded=embedded,
         reused=total - embedded,
         seconds=round(time.perf_counter() - t0, 3),
-        notices=request.notices,
+        notices=tuple(request.notices) + chunked.notices(request.package, request.version),
         skipped=dict(request.skipped or {}),
     )

@@ -30,7 +30,7 @@ def tarball_request(
     from hexlocal_core.ingest.hexdocs import parse_hexdocs
     from hexlocal_core.ingest.tarball import read_docs_tarball
 
-    files = read_docs_tarball(data, max_bytes=max_bytes)
+    files = read_docs_tarball(data, max_bytes=max_bytes, package=name)
     parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=docs_html_url)
     if not parsed.items:
         raise IngestError(f"the docs tarball of {name} {version} holds no documented items")

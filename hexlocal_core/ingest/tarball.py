@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from hexlocal_core.errors import IngestError, UnsafeArchive
 from hexlocal_core.ingest.cancel import checkpoint
-from hexlocal_core.ingest.untrusted import clip_repr
+from hexlocal_core.untrusted import clip_repr
 
 log = logging.getLogger("hexlocal.ingest.tarball")
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from attrs import asdict, frozen
 
-from hexlocal_core.chunk import CHUNKER_VERSION
+from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import HexlocalError, UserInputError
 from hexlocal_core.index.store import Store
 from hexlocal_core.ingest.ingestor import Ingestor
-from hexlocal_core.ingest.pipeline import IndexRequest, chunk_items, in_worker
+from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
 from hexlocal_core.ingest.sources import beam_request
 from hexlocal_core.model import IndexedPackage, ResolvedVersion, SourceKind, VersionSource
 from hexlocal_core.usecases.chunk_diff import ChunkDiff, compare
@@ -100,7 +100,7 @@ async def _drift_one(
     except (HexlocalError, OSError) as exc:
         # One unreachable source must not hide the verdicts of the others.
         return _report(pkg, ChunkDiff(0, 0, 0, 0), error=str(exc))
-    chunks = await in_worker(lambda: chunk_items(request.items))
+    chunks = await in_worker(lambda: chunk_items(request.items).chunks)
     diff = compare(stored, [(c.item.ref, c.ordinal, c.content_hash) for c in chunks])
     return _report(pkg, diff)
 

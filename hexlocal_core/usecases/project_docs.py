@@ -11,10 +11,11 @@ from typing import Any
 from attrs import asdict, field, frozen
 
 from hexlocal_core.bounds import check_limit, check_query
+from hexlocal_core.chunk import chunk_items
 from hexlocal_core.errors import ModelError
 from hexlocal_core.index.store import Store
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE, PROJECT_VERSION, scan_markdown
-from hexlocal_core.ingest.pipeline import IndexRequest, chunk_items, in_worker, index_items
+from hexlocal_core.ingest.pipeline import IndexRequest, in_worker, index_items
 from hexlocal_core.ingest.pipeline import model_guard as guard
 from hexlocal_core.model import Notice, SearchResult, SourceKind
 from hexlocal_core.ports import Embedder
@@ -64,7 +65,7 @@ async def index_project_docs(
     guard(store, embedder)
     request = await in_worker(lambda: project_request(project_root, paths))
     stored = await in_worker(lambda: store.stored_hashes(PROJECT_PACKAGE))
-    chunks = await in_worker(lambda: chunk_items(request.items))
+    chunks = await in_worker(lambda: chunk_items(request.items).chunks)
     diff = compare(stored, [(c.item.ref, c.ordinal, c.content_hash) for c in chunks])
     counts = asdict(diff)
     if not request.items:

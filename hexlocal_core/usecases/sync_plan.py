@@ -12,8 +12,8 @@ from attrs import frozen
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.model import IndexedPackage, JobStatus, PackageState, SyncState
+from hexlocal_core.untrusted import clip
 from hexlocal_core.versions import ELIXIR_APPS, LockEntry, try_parse_version, validate_package_name
-from hexlocal_core.versions.files import clip
 
 # Elixir's own apps, in the order sync indexes them: the small ones first, `elixir` (the
 # largest docs set of all, ~1.9 MB of tarball) last, so more packages are ready sooner.

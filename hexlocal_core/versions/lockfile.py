@@ -27,7 +27,7 @@ from typing import Any
 from attrs import field, frozen
 
 from hexlocal_core.model import Atom, LockEntry
-from hexlocal_core.versions.files import NotReadable, TooLarge, clip, read_regular, shown
+from hexlocal_core.untrusted import NotReadable, TooLarge, clip, read_regular, shown
 from hexlocal_core.versions.terms import BigNumber, LockTooLarge, MalformedLock, parse_elixir_term
 
 __all__ = [
@@ -108,7 +108,7 @@ def _entry(name: str, value: Any, source: str) -> LockEntry:
             return _path_entry(name, value)
     except (IndexError, TypeError, ValueError) as exc:
         raise MalformedLock(
-            f"{source}: entry {shown(name)} is a malformed :{clip(scm)} tuple ({exc})"
+            f"{source}: entry {shown(name)} is a malformed :{clip(scm, 60)} tuple ({exc})"
         ) from exc
     # An SCM we do not know (a Mix plugin): keep what it says, resolution treats it like git.
     return LockEntry(name=name, kind=scm, options={"raw": _plain(value[1:])})

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hexlocal_core.model import Notice
-from hexlocal_core.versions.files import NotReadable, read_regular
+from hexlocal_core.untrusted import NotReadable, read_regular
 from hexlocal_core.versions.location import find_lock, find_mix_root, project_dirs
 from hexlocal_core.versions.semver import try_parse_version
 

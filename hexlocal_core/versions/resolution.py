@@ -21,7 +21,7 @@ from pathlib import Path
 from hexlocal_core.errors import RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.model import Notice, ResolvedVersion, VersionSource
 from hexlocal_core.ports import HexRegistry
-from hexlocal_core.versions.files import shown
+from hexlocal_core.untrusted import shown
 from hexlocal_core.versions.location import find_lock
 from hexlocal_core.versions.lockfile import LockEntry, LockTooLarge, MalformedLock, load_lock
 from hexlocal_core.versions.names import ELIXIR_APPS, validate_package_name

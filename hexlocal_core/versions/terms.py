@@ -22,7 +22,7 @@ from attrs import frozen
 
 from hexlocal_core.errors import HexlocalError
 from hexlocal_core.model import Atom
-from hexlocal_core.versions.files import shown
+from hexlocal_core.untrusted import shown
 
 __all__ = [
     "MAX_DEPTH",
