@@ -32,7 +32,7 @@ from attrs import field, frozen
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from hexlocal_core.ingest.cancel import checkpoint
+from hexlocal_core.cancel import checkpoint
 from hexlocal_core.model import Chunk, DocItem, Notice
 from hexlocal_core.untrusted import clip
 

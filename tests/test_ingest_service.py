@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hexlocal_core.cancel import IngestCancelled
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import (
     IngestError,
@@ -20,7 +21,6 @@ from hexlocal_core.errors import (
     VersionNotFound,
 )
 from hexlocal_core.index.db import connect, scalar
-from hexlocal_core.ingest.cancel import IngestCancelled
 from hexlocal_core.ingest.planner import plan_ingest
 from hexlocal_core.mixlock import LockEntry
 from hexlocal_core.model import IngestProgress, ResolvedVersion, SourceKind, VersionSource

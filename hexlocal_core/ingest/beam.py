@@ -40,9 +40,9 @@ from urllib.parse import quote
 
 from attrs import field, frozen
 
+from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import etf
-from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.ingest.etf import Term
 from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
 from hexlocal_core.untrusted import NotRegularFile, TooLarge, clip, read_regular

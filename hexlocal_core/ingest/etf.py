@@ -31,8 +31,8 @@ from typing import TypeAlias
 
 from attrs import frozen
 
+from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
-from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.model import Atom
 
 VERSION = 131

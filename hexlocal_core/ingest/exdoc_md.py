@@ -15,7 +15,7 @@ import re
 
 from markdown_it import MarkdownIt
 
-from hexlocal_core.ingest.cancel import checkpoint
+from hexlocal_core.cancel import checkpoint
 
 _SOURCE_LINK_PREFIX = "[🔗]("
 # ExDoc cut search items at h2 and h3; deeper headings stay inside their item.

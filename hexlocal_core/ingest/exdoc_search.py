@@ -19,8 +19,8 @@ from urllib.parse import unquote
 
 from attrs import frozen
 
+from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
-from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.untrusted import clip, decode_text, scrub
 
 log = logging.getLogger("hexlocal.ingest.exdoc_search")

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 
 from attrs import field, frozen
 
+from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
-from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.ingest.exdoc_items import ItemBuilder
 from hexlocal_core.ingest.exdoc_search import (
     NAVIGATION_PAGES,

@@ -16,10 +16,10 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
+from hexlocal_core.cancel import CancelToken, IngestCancelled, bind
 from hexlocal_core.index import jobs_store
 from hexlocal_core.index.jobs_store import JobRow
 from hexlocal_core.index.store import Store
-from hexlocal_core.ingest.cancel import CancelToken, IngestCancelled, bind
 from hexlocal_core.model import IngestProgress, IngestReport, JobStatus, Phase
 
 log = logging.getLogger("hexlocal.jobs")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from hexlocal_core.ingest.cancel import checkpoint
+from hexlocal_core.cancel import checkpoint
 
 _LIST_ITEM = re.compile(r"^(?:[-*+]|\d+[.)])\s+(?P<body>.*)$")
 _CODE = re.compile(r"`[^`]*`")

@@ -18,10 +18,10 @@ from typing import TypeVar
 import numpy as np
 from attrs import frozen
 
+from hexlocal_core.cancel import checkpoint
 from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import ModelMismatch
 from hexlocal_core.index.store import PackageWrite, Store
-from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.model import (
     Chunk,
     DocItem,

@@ -21,8 +21,8 @@ import tarfile
 import zlib
 from collections.abc import Callable
 
+from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError, UnsafeArchive
-from hexlocal_core.ingest.cancel import checkpoint
 from hexlocal_core.untrusted import clip_repr
 
 log = logging.getLogger("hexlocal.ingest.tarball")

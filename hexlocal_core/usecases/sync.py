@@ -24,11 +24,11 @@ from pathlib import Path
 
 from attrs import frozen
 
+from hexlocal_core.cancel import IngestCancelled
 from hexlocal_core.errors import HexlocalError, ModelError, RemoteError, UserInputError
 from hexlocal_core.index import sync_store
 from hexlocal_core.index.store import Store
 from hexlocal_core.index.sync_store import SyncRow
-from hexlocal_core.ingest.cancel import IngestCancelled
 from hexlocal_core.ingest.jobs import alive
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import IngestProgress, JobStatus, Notice, PackageState, SyncState
