@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 
 from attrs import field, frozen
 
+from hexlocal_core.redact import redact_url
+
 log = logging.getLogger("hexlocal.config")
 
 T = TypeVar("T")
@@ -122,7 +124,8 @@ class _Reader:
         if value is None:
             return default
         if not re.match(r"^https?://[^\s/]+", value):
-            return self._fallback(name, value, default, "not an http(s) URL")
+            # A URL can carry credentials (https://user:token@mirror): never echo them.
+            return self._fallback(name, redact_url(value), default, "not an http(s) URL")
         return value.rstrip("/")
 
     def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
@@ -158,15 +161,15 @@ class Settings:
     embed_concurrency: int = 2
     embed_pause_ms: int = 0
     ai_api_key: Secret = field(factory=lambda: Secret(""))
-    ai_api_url: str = DEFAULT_AI_API_URL
+    ai_api_url: str = field(default=DEFAULT_AI_API_URL, repr=redact_url)
     ai_embed_model: str = DEFAULT_EMBED_MODEL
     ai_chat_model_small: str = "mistral-small-latest"
     ai_chat_model_large: str = "mistral-large-latest"
     ai_rerank_model: str = DEFAULT_RERANK_MODEL
-    hex_api_url: str = DEFAULT_HEX_API_URL
-    hex_mirror: str = DEFAULT_HEX_MIRROR
+    hex_api_url: str = field(default=DEFAULT_HEX_API_URL, repr=redact_url)
+    hex_mirror: str = field(default=DEFAULT_HEX_MIRROR, repr=redact_url)
     github_token: Secret = field(factory=lambda: Secret(""))
-    github_api_url: str = DEFAULT_GITHUB_API_URL
+    github_api_url: str = field(default=DEFAULT_GITHUB_API_URL, repr=redact_url)
     embed_model_dir: Path | None = None  # a local folder with the embedder's files
     rerank_model_dir: Path | None = None  # a local folder with the cross-encoder's files
     model_cache_dir: Path = field(factory=lambda: _user_data_dir() / "models")

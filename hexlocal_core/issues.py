@@ -8,6 +8,8 @@ request (unauthenticated search allows only 10 a minute). The adapter
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from urllib.parse import urlparse
 
 from attrs import evolve
 
@@ -142,3 +144,52 @@ def _check_limit(limit: object) -> None:
         raise UserInputError(
             f"limit={limit!r} is out of range; expected a whole number from 1 to {MAX_LIMIT}."
         )
+
+
+# Link labels packages use for their source repository, most telling first.
+_SOURCE_LABELS = ("github", "source", "source code", "repository", "repo", "code")
+_GITHUB_HOSTS = ("github.com", "www.github.com")
+_NOT_OWNERS = frozenset(
+    {"sponsors", "orgs", "settings", "marketplace", "features", "topics", "apps"}
+)
+_OWNER = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+_REPO_NAME = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
+
+
+def repo_from_links(links: Mapping[str, str]) -> str | None:
+    """'owner/name' of the GitHub repository among a package's links, or None.
+
+    Links labelled like a source link are tried first, then any other GitHub link.
+    """
+    ranked = sorted(
+        links.items(),
+        key=lambda kv: (
+            _SOURCE_LABELS.index(kv[0].strip().lower())
+            if kv[0].strip().lower() in _SOURCE_LABELS
+            else len(_SOURCE_LABELS)
+        ),
+    )
+    for _, url in ranked:
+        repo = _github_repo(url) if isinstance(url, str) else None
+        if repo is not None:
+            return repo
+    return None
+
+
+def _github_repo(url: str) -> str | None:
+    text = url.strip()
+    ssh = re.match(r"^git@github\.com:(.+)$", text)
+    if ssh:
+        path = ssh.group(1)
+    else:
+        parsed = urlparse(text if "://" in text else f"https://{text}")
+        if parsed.scheme not in ("http", "https", "git") or parsed.hostname not in _GITHUB_HOSTS:
+            return None
+        path = parsed.path
+    parts = [p for p in path.split("/") if p]
+    if len(parts) < 2:
+        return None
+    owner, repo = parts[0], parts[1].removesuffix(".git")
+    if owner.lower() in _NOT_OWNERS or not _OWNER.match(owner) or not _REPO_NAME.match(repo):
+        return None
+    return f"{owner}/{repo}"

@@ -64,3 +64,12 @@ def test_database_path_is_per_project(tmp_path: Path) -> None:
         Settings.from_env({"DATABASE_PATH": str(tmp_path / "x.db")}).database_path
         == tmp_path / "x.db"
     )
+
+
+@pytest.mark.parametrize("variable", ["HEX_MIRROR", "HEX_API_URL", "GITHUB_API_URL", "AI_API_URL"])
+def test_url_credentials_never_reach_repr_or_warnings(variable: str) -> None:
+    good = Settings.from_env({variable: "https://user:hunter2pass@mirror.test/r?token=tok3nvalue"})
+    bad = Settings.from_env({variable: "ftp://user:hunter2pass@mirror.test/?token=tok3nvalue"})
+    shown = repr(good) + repr(bad) + " ".join(bad.warnings)
+    assert bad.warnings, "a non-http URL falls back with a warning"
+    assert "hunter2pass" not in shown and "tok3nvalue" not in shown

@@ -16,10 +16,10 @@ import json
 import re
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlparse
+from urllib.parse import quote
 
 from attrs import frozen
 
@@ -44,7 +44,7 @@ from hexlocal_core.redact import clip, redact_url, url_secrets
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["DEFAULT_RETRY", "HexClient", "parse_package_info", "repo_from_links"]
+__all__ = ["DEFAULT_RETRY", "HexClient", "parse_package_info"]
 
 USER_AGENT = "hexlocal/0.1 (+aiohttp)"
 # 0.5 s, then 1 s: transient Hex hiccups clear within seconds; a Retry-After past 20 s fails
@@ -346,52 +346,3 @@ def _opt_version(value: Any) -> str | None:
 
 def _opt_link(value: Any) -> str | None:
     return value if isinstance(value, str) and 0 < len(value) <= _MAX_LINK_CHARS else None
-
-
-# Link labels packages use for their source repository, most telling first.
-_SOURCE_LABELS = ("github", "source", "source code", "repository", "repo", "code")
-_GITHUB_HOSTS = ("github.com", "www.github.com")
-_NOT_OWNERS = frozenset(
-    {"sponsors", "orgs", "settings", "marketplace", "features", "topics", "apps"}
-)
-_OWNER = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
-_REPO = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
-
-
-def repo_from_links(links: Mapping[str, str]) -> str | None:
-    """'owner/name' of the GitHub repository among a package's links, or None.
-
-    Links labelled like a source link are tried first, then any other GitHub link.
-    """
-    ranked = sorted(
-        links.items(),
-        key=lambda kv: (
-            _SOURCE_LABELS.index(kv[0].strip().lower())
-            if kv[0].strip().lower() in _SOURCE_LABELS
-            else len(_SOURCE_LABELS)
-        ),
-    )
-    for _, url in ranked:
-        repo = _github_repo(url) if isinstance(url, str) else None
-        if repo is not None:
-            return repo
-    return None
-
-
-def _github_repo(url: str) -> str | None:
-    text = url.strip()
-    ssh = re.match(r"^git@github\.com:(.+)$", text)
-    if ssh:
-        path = ssh.group(1)
-    else:
-        parsed = urlparse(text if "://" in text else f"https://{text}")
-        if parsed.scheme not in ("http", "https", "git") or parsed.hostname not in _GITHUB_HOSTS:
-            return None
-        path = parsed.path
-    parts = [p for p in path.split("/") if p]
-    if len(parts) < 2:
-        return None
-    owner, repo = parts[0], parts[1].removesuffix(".git")
-    if owner.lower() in _NOT_OWNERS or not _OWNER.match(owner) or not _REPO.match(repo):
-        return None
-    return f"{owner}/{repo}"

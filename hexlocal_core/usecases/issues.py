@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from hexlocal_core.bounds import check_query
 from hexlocal_core.errors import NotFound, RemoteError
-from hexlocal_core.issues import validate_issue_query
+from hexlocal_core.issues import repo_from_links, validate_issue_query
 from hexlocal_core.model import IssueHit, IssueQuery
 from hexlocal_core.ports import HexRegistry, IssueTracker
+from hexlocal_core.untrusted import clip
 from hexlocal_core.versions import validate_package_name
 
 
@@ -23,7 +24,6 @@ async def search_github_issues(
     limit: int,
 ) -> list[IssueHit]:
     """The query is checked before any request (unauthenticated search allows 10 a minute)."""
-    from hexlocal_core.adapters.hex import repo_from_links
 
     query = check_query(query)
     if package and not (repo or org):
@@ -31,8 +31,9 @@ async def search_github_issues(
         info = await registry.package_info(name)
         repo = repo_from_links(info.links)
         if repo is None:
+            links = clip(str(dict(info.links)))
             raise NotFound(
-                f"hex.pm lists no GitHub repository for {name} (links: {dict(info.links)}); "
+                f"hex.pm lists no GitHub repository for {name} (links: {links}); "
                 "pass repo='owner/name' instead"
             )
     q = validate_issue_query(
