@@ -382,3 +382,75 @@ def test_example_configs_and_assistant_guides() -> None:
     assert guide == (examples / "CLAUDE.md").read_text(encoding="utf-8")
     for tool in ("search_docs", "get_docs", "remember", "recall", "ingestion_status"):
         assert f"`{tool}" in guide, tool
+
+
+# -- the project's own docs, model downloads and phases ---------------------------------------
+
+
+async def test_project_docs_answer_names_files_not_internal_keys(settings: Settings) -> None:
+    project = settings.project_root
+    (project / "README.md").write_text("# My app\n\nEvery test runs in a database sandbox.\n")
+    async with build(settings, embedder=HashingEmbedder(), reranker=None, load_models=False) as s:
+        await s.index_project_docs()
+    async with Client(create_server(factory_for(settings))) as c:
+        found = await call(c, "search_project_docs", query="database sandbox")
+        listed = await call(c, "list_indexed_packages")
+    assert not found.is_error, text_of(found)
+    data = found.structured_content
+    assert data is not None and data["package"] == "project docs"
+    assert data["results"][0]["path"] == str((project / "README.md").resolve())
+    assert text_of(found).startswith("project docs: 1 result(s)")
+    assert f"file: {(project / 'README.md').resolve()}" in text_of(found)
+    for shown in (text_of(found), json.dumps(data), text_of(listed)):
+        assert "__project__" not in shown and "vlocal" not in shown and "url: \n" not in shown
+
+
+class DownloadingEmbedder(HashingEmbedder):
+    """Downloads its model on first use (as the local embedder does), reporting as it goes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from hexlocal_core.adapters.model_fetch import FetchState
+
+        self.download_state = FetchState(running=False)
+        self._fetched = False
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        from hexlocal_core.adapters.model_fetch import FetchState
+
+        if not self._fetched:
+            total = 90_000_000
+            for done in range(0, total, total // 4):
+                self.download_state = FetchState(True, "model.safetensors", done, total)
+                await asyncio.sleep(0.6)  # longer than a poll: each step is seen
+            self.download_state = FetchState(running=False, message="downloaded")
+            self._fetched = True
+        return await super().embed(texts)
+
+
+async def test_a_model_download_shows_as_progress_of_the_call(settings: Settings) -> None:
+    updates: list[tuple[float, str | None]] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        updates.append((value, message))
+
+    factory = factory_for(settings, embedder=DownloadingEmbedder())
+    async with Client(create_server(factory)) as c:
+        result = await c.call_tool(
+            "search_docs",
+            {"package": PACKAGE, "query": "checkout", "version": VERSION},
+            progress_handler=on_progress,
+        )
+    assert not result.is_error, text_of(result)
+    downloads = [m for _, m in updates if m and "downloading the embedder model" in m]
+    assert len(downloads) >= 3, updates
+    assert any("/90 MB" in m for m in downloads), downloads
+    values = [v for v, _ in updates]
+    assert values == sorted(values)  # MCP progress never goes back
+
+
+def test_every_phase_has_a_progress_share() -> None:
+    from hexlocal_core.model import Phase
+    from hexlocal_mcp.tools import _PHASE_START
+
+    assert set(_PHASE_START) == {phase.value for phase in Phase}

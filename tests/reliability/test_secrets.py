@@ -405,10 +405,6 @@ def database_text(path: Path) -> dict[str, str]:
         conn.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hexlocal_cli/misc_cmds.py (doctor) must show URLs through redact.redact_url",
-)
 async def test_doctor_masks_url_credentials(
     remotes: tuple[FakeHex, FakeGitHub, FakeOpenAI, FaultProxy, FaultProxy],
     tmp_path: Path,
