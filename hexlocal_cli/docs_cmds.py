@@ -292,43 +292,54 @@ def _ingest_table(outcomes: list[dict[str, Any]]) -> None:
 @click.command(name="list")
 @click.option("--json", "as_json", is_flag=True, help="Print the packages as JSON.")
 def list_packages(as_json: bool) -> None:
-    """List the indexed packages with their versions and sizes."""
+    """List the packages the project pins, with their state, and what is indexed here."""
 
     async def work(service: Hexlocal) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = common.jsonable(service.list_packages())
-        return rows
+        indexed = common.jsonable(service.list_packages())
+        return package_rows(await service.project_packages(), indexed)
 
-    from hexlocal_mcp.formatting import shown_packages
+    from hexlocal_mcp.formatting import package_rows
 
-    rows = shown_packages(common.with_service(work, load_models=False))
+    rows = common.with_service(work, load_models=False)
     if as_json:
         common.emit_json(rows)
         return
     if not rows:
         common.err().print(
-            "Nothing is indexed yet; `hexlocal ingest PACKAGE` or a search adds one."
+            "Nothing is indexed yet and no mix.lock pins anything here; `hexlocal sync`, "
+            "`hexlocal ingest PACKAGE` or a search adds packages."
         )
         return
-    models = sorted({p.get("embed_model") or "none" for p in rows})
+    models = sorted({p["embed_model"] for p in rows if p.get("embed_model")}) or ["none"]
     table = common.table(
         "package",
         "version",
-        "status",
+        "state",
         "chunks",
-        "source",
-        "indexed (UTC)",
+        "detail",
         caption=f"embedding model: {', '.join(models)}",
     )
     for p in rows:
+        chunks = p.get("chunk_count")
         table.add_row(
             escape(p["name"]),
-            escape(p["version"]),
-            p["status"],
-            f"{p['chunk_count']:,}",
-            p["source"],
-            _minute(p["ingested_at"]),
+            escape(p.get("version") or p.get("locked_version") or ""),
+            escape(str(p.get("state") or p.get("status") or "")),
+            f"{chunks:,}" if chunks is not None else "",
+            escape(_list_detail(p)),
         )
     common.out().print(table)
+
+
+def _list_detail(p: dict[str, Any]) -> str:
+    """Where it came from and when, for an indexed package; else why it is not (yet)."""
+    if p.get("ingested_at") and p.get("state") in ("indexed", None):
+        return f"{p.get('source')}, {_minute(p['ingested_at'])}"
+    if p.get("state") == "indexing" and p.get("chunks_total"):
+        return f"{p.get('phase') or 'indexing'} {p.get('chunks_embedded', 0)}/{p['chunks_total']}"
+    if p.get("state") == "outdated":
+        return f"locked {p.get('locked_version')}; `hexlocal sync` switches it"
+    return str(p.get("reason") or "")
 
 
 def _minute(stamp: str) -> str:

@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 import attrs
 
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE
+from hexlocal_core.model import PackageState
 
 EXCERPT_CHARS = 700
 ISSUE_EXCERPT_CHARS = 300
@@ -165,22 +166,50 @@ def _job_line(job: Mapping[str, Any]) -> str:
     return line
 
 
+def package_rows(
+    states: Sequence[PackageState], indexed: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """One row per package the project runs (its sync state) and per package indexed here:
+    the indexed facts (version, status, chunk_count, source, ingested_at) where there are
+    some, the state (`state`, `locked_version`, `reason`, progress) always."""
+    by_name = {str(row.get("name")): row for row in indexed}
+    rows: list[dict[str, Any]] = []
+    for state in states:
+        facts = by_name.pop(state.name, None) or {"version": state.indexed_version}
+        rows.append({**state.to_dict(), **facts, "name": state.name})
+    rows.extend({**row, "state": "indexed", "locked": False} for row in by_name.values())
+    return shown_packages(rows)
+
+
 def packages(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "Nothing is indexed yet; search_docs indexes a package on first use."
-    lines = [f"{len(rows)} indexed package(s):"]
+    lines = [f"{len(rows)} package(s):"]
     for p in rows:
         if p["name"] == PROJECT_LABEL:
             lines.append(
                 f"- {PROJECT_LABEL} ({p['chunk_count']} chunks from the project's markdown, "
                 f"indexed {p['ingested_at']}; search them with search_project_docs)"
             )
-            continue
-        lines.append(
-            f"- {p['name']} {p['version']} ({p['status']}, {p['chunk_count']} chunks from "
-            f"{p['source']}, indexed {p['ingested_at']})"
-        )
+        elif p.get("chunk_count") is not None and p.get("state") in ("indexed", None):
+            lines.append(
+                f"- {p['name']} {p['version']} ({p['status']}, {p['chunk_count']} chunks from "
+                f"{p['source']}, indexed {p['ingested_at']})"
+            )
+        else:
+            lines.append(f"- {p['name']} {p.get('locked_version') or ''}: {_state_detail(p)}")
     return "\n".join(lines)
+
+
+def _state_detail(p: Mapping[str, Any]) -> str:
+    """A locked package's state in a few words: queued, indexing n/m, failed: why, ..."""
+    state = str(p.get("state"))
+    if state == "indexing" and p.get("chunks_total"):
+        return f"indexing {p.get('chunks_embedded', 0)}/{p['chunks_total']} chunks"
+    if state == "outdated":
+        return f"outdated (indexed {p.get('version')}; sync switches it)"
+    reason = p.get("reason")
+    return f"{state}: {excerpt(str(reason), 160)}" if reason else state
 
 
 def remember_requests(rows: Sequence[Mapping[str, Any]]) -> str:

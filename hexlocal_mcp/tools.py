@@ -399,9 +399,12 @@ async def ingestion_status(ctx: Context, package: OptionalPackage = None) -> Too
 
 @tool_errors
 async def list_indexed_packages(ctx: Context) -> ToolResult:
-    """The packages already indexed here, with their versions and sizes."""
+    """Every package the project's mix.lock pins (and Elixir's own apps) with its state:
+    indexed, queued, indexing n/m chunks, failed + why, skipped + why, outdated; then the
+    packages indexed here that the project does not pin, with versions and sizes."""
     service = await _service(ctx)
-    rows = formatting.shown_packages(formatting.jsonable(service.list_packages()))
+    indexed = formatting.jsonable(service.list_packages())
+    rows = formatting.package_rows(await service.project_packages(), indexed)
     return _answer({"packages": rows}, formatting.packages(rows))
 
 

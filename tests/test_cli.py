@@ -108,6 +108,31 @@ async def test_search_json_then_list(cli_env: Path, fake_hex: FakeHex) -> None:
     assert len(fake_hex.requests_to("/repo/docs/*")) == 1
 
 
+async def test_list_shows_every_locked_package_with_its_state(
+    cli_env: Path, fake_hex: FakeHex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`list` answers "what does my project run, and is it indexed?": the indexed package
+    with its facts, a locked one not indexed yet, and a git dep that cannot be (and why)."""
+    monkeypatch.setenv("HEXLOCAL_SYNC_ELIXIR", "false")
+    (cli_env / "project" / "mix.exs").write_text("defmodule P.MixProject do\nend\n")
+    (cli_env / "project" / "mix.lock").write_text(
+        "%{\n"
+        f'  "{PACKAGE}": {{:hex, :{PACKAGE}, "{VERSION}", "abc", [:mix], [], "hexpm", "def"}},\n'
+        '  "jason": {:hex, :jason, "1.4.4", "abc", [:mix], [], "hexpm", "def"},\n'
+        '  "gone": {:git, "https://example.invalid/gone.git", "0123abc", []},\n'
+        "}\n"
+    )
+    await run("search", PACKAGE, "checkout")
+    rows = {r["name"]: r for r in parsed(await run("list", "--json"))}
+
+    assert rows[PACKAGE]["state"] == "indexed" and rows[PACKAGE]["status"] == "complete"
+    assert rows[PACKAGE]["version"] == VERSION and rows[PACKAGE]["locked"] is True
+    assert (rows["jason"]["state"], rows["jason"]["locked_version"]) == ("not indexed", "1.4.4")
+    assert rows["gone"]["state"] == "skipped" and rows["gone"]["reason"]
+    table = await run("list")
+    assert table.exit_code == 0 and "not indexed" in table.stdout and "skipped" in table.stdout
+
+
 async def test_human_output(cli_env: Path) -> None:
     found = await run("search", PACKAGE, "NimblePool.checkout!/4", "--version", VERSION)
     assert found.exit_code == 0, found.output
