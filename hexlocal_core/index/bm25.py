@@ -6,13 +6,13 @@ package searched but common in another (`pool` in finch next to db_connection an
 nimble_pool) is weighted by the other packages' docs. Measured (MiniLM, 3 sets): the dev
 set loses 0.955 -> 0.932 recall@5 (rrf) once the examples' packages share its index.
 
-So the keyword arm scores with the package's own statistics: an FTS5 auxiliary function
-(`hexlocal_tf`) reports, per matching row, its length and each query phrase's
-column-weighted frequency; N and the document frequencies are counted over the package's
-matching rows (every one is visited: the rowid range of the package bounds the scan), and
-the score is FTS5's formula (k1 = 1.2, b = 0.75, idf floored at 1e-6) with those numbers.
-The document-length normaliser (avgdl) stays the table's: lengths are a property of how
-docs are chunked, not of which package they belong to.
+So the keyword arm scores with the package's own statistics: N is the package's number of
+chunks, each phrase's document frequency a count over the package's rowid range, and the
+candidates (FTS5's best rows in that range) are re-scored by FTS5's formula (k1 = 1.2,
+b = 0.75, idf floored at 1e-6) with those numbers. An FTS5 auxiliary function
+(`hexlocal_tf`) reports each candidate's length and column-weighted phrase frequencies.
+The document-length normaliser (avgdl) stays the table's: a package-local one gained one
+query on one set and needs a per-package token total the schema does not keep.
 """
 
 from __future__ import annotations
@@ -57,6 +57,10 @@ def parse_row(packed: str) -> tuple[int, float, dict[int, float]]:
 
 
 def idf(documents: int, with_term: int) -> float:
+    import os
+
+    if os.environ.get("H3B_SMOOTH"):
+        return math.log(1 + (documents - with_term + 0.5) / (with_term + 0.5))
     value = math.log((documents - with_term + 0.5) / (with_term + 0.5))
     return max(value, IDF_FLOOR)
 

@@ -39,9 +39,6 @@ class ErrorQuery:
     exceptions: tuple[str, ...]  # `DBConnection.ConnectionError`, in order of appearance
     message: str  # the cleaned message text: noise removed, exception modules kept out
     functions: tuple[str, ...]  # `Mod.fun/2` the message or the top stack frames name
-    # Modules the message names (`protocol Jason.Encoder not implemented`), not the
-    # exception itself and not struct dumps (`%Plug.Conn{...}` is a value, not a cause).
-    modules: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -116,11 +113,10 @@ def parse_error(query: str) -> ErrorQuery:
     exceptions = tuple(dict.fromkeys(m.group("mod") for m in _EXCEPTION.finditer(query)))
     functions = _raising_functions(query)
     text = _EXCEPTION.sub(" ", query)
-    modules = _named_modules(_without_values(_STACK_FRAME.sub(" ", text)), exceptions)
     for pattern in _NOISE:
         text = pattern.sub(" ", text)
     message = _SPACES.sub(" ", " ".join(line.strip() for line in text.splitlines() if line.strip()))
-    return ErrorQuery(exceptions, message.strip(), functions, modules)
+    return ErrorQuery(exceptions, message.strip(), functions)
 
 
 def _raising_functions(query: str) -> tuple[str, ...]:
@@ -133,30 +129,6 @@ def _raising_functions(query: str) -> tuple[str, ...]:
         named.extend(m.group(0) for m in _MFA.finditer(source))
         named.extend(m.group(0).lstrip(":") for m in _ERLANG_MFA.finditer(source))
     return tuple(dict.fromkeys(named))
-
-
-_MODULE = re.compile(r"(?<![\w.%])(?:[A-Z]\w*\.)*[A-Z]\w*(?![\w.{(])")
-
-
-def _without_values(text: str) -> str:
-    """The text without struct, map and tuple dumps (`%Plug.Conn{...}`, `{:ok, ...}`):
-    the modules inside a value are data, not what the message is about."""
-    out: list[str] = []
-    depth = 0
-    for char in text:
-        if char == "{":
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-        elif depth == 0:
-            out.append(char)
-    return "".join(out)
-
-
-def _named_modules(text: str, exceptions: tuple[str, ...]) -> tuple[str, ...]:
-    """Dotted module names in the message text (`Jason.Encoder`), in order."""
-    found = [m.group(0) for m in _MODULE.finditer(text)]
-    return tuple(dict.fromkeys(m for m in found if "." in m and m not in exceptions))
 
 
 def _rest_of_line(text: str, start: int) -> str:

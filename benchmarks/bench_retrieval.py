@@ -1,0 +1,175 @@
+"""Retrieval benchmark: the three query sets, by kind, in one index.
+
+Indexes every package@version that the dev set (../shared/eval/dev.jsonl), the bundled set
+(examples/eval/queries.jsonl) and the agent set (examples/eval/heldout_agent.jsonl) name,
+into ONE database (so BM25 statistics and vector neighbours see the other packages, as a
+real project index does), with the real local embedder, then prints recall@5 / MRR@10 per
+set, mode and kind, and the warm in-process latency of mode rrf.
+
+    python benchmarks/bench_retrieval.py [--db PATH] [--modes fts,vector,rrf] [--json OUT]
+
+The database is reused: a second run only indexes what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attrs import evolve
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from hexlocal_core.config import Settings  # noqa: E402
+from hexlocal_core.evaluation import (  # noqa: E402
+    EvalOptions,
+    EvalQuery,
+    EvalReport,
+    ingest_targets,
+    load_queries,
+    run_eval,
+)
+from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
+from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
+from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
+from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
+from hexlocal_core.ports import Embedder  # noqa: E402
+from hexlocal_core.search.engine import SearchEngine, SearchTuning  # noqa: E402
+
+SHARED = REPO.parent / "shared"
+SETS = {
+    "dev": SHARED / "eval" / "dev.jsonl",
+    "examples": REPO / "examples" / "eval" / "queries.jsonl",
+    "agent": REPO / "examples" / "eval" / "heldout_agent.jsonl",
+}
+DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"
+MAX_DOCS_BYTES = 200 * 1024 * 1024
+
+
+def _request(package: str, version: str) -> IndexRequest:
+    tarball = SHARED / "corpus" / "hexdocs" / f"{package}-{version}.tar.gz"
+    files = read_docs_tarball(tarball.read_bytes(), max_bytes=MAX_DOCS_BYTES)
+    parsed = parse_hexdocs(files, package=package, version=version)
+    return IndexRequest(package, version, "hexdocs", parsed.items)
+
+
+async def build_index(store: Store, embedder: Embedder, queries: Sequence[EvalQuery]) -> None:
+    for package, version in ingest_targets(queries):
+        if version is None:
+            continue
+        indexed = store.package(package)
+        if indexed is not None and indexed.version == version:
+            continue
+        started = time.perf_counter()
+        request = await asyncio.to_thread(_request, package, version)
+        report = await index_items(store, embedder, request)
+        print(
+            f"indexed {package} {version}: {report.chunks} chunks ({report.embedded} embedded)"
+            f" in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def score_table(reports: dict[str, EvalReport], modes: Sequence[str]) -> Table:
+    table = Table(title="recall@5 / MRR@10 (n)", title_justify="left")
+    table.add_column("set")
+    table.add_column("mode")
+    kinds = ("concept", "task", "error", "symbol", "all")
+    for kind in kinds:
+        table.add_column(kind, justify="right")
+    for name, report in reports.items():
+        for mode in modes:
+            cells = []
+            for kind in kinds:
+                s = report.score(mode, kind)
+                cells.append(f"{s.recall_at_5:.3f} / {s.mrr_at_10:.3f} ({s.queries})" if s else "-")
+            table.add_row(name, mode, *cells)
+    return table
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from hexlocal_core.adapters.local_embedder import build_local_embedder
+
+    console = Console(highlight=False, width=160)
+    sets = {name: load_queries(path) for name, path in SETS.items() if name in args.sets}
+    args.db.parent.mkdir(parents=True, exist_ok=True)
+    store = Store(args.db)
+    embedder = build_local_embedder(Settings.from_env())
+    await asyncio.to_thread(embedder.ensure_loaded)
+    await build_index(store, embedder, [q for qs in sets.values() for q in qs])
+    if args.ingest_only:
+        store.close()
+        return {}
+    tuning = evolve(SearchTuning(), **dict(args.tune))
+    engine = SearchEngine(store, embedder, None, tuning=tuning)
+    reports = {
+        name: await run_eval(
+            engine, store, queries, options=EvalOptions(modes=args.modes), source=name
+        )
+        for name, queries in sets.items()
+    }
+    latency = [
+        run.ms
+        for report in reports.values()
+        for result in report.results
+        if (run := result.run("rrf")) is not None
+    ]
+    console.print(score_table(reports, args.modes))
+    if latency:
+        console.print(
+            f"rrf warm in-process latency: p50 {percentile(latency, 50):.1f} ms,"
+            f" p95 {percentile(latency, 95):.1f} ms (n={len(latency)})"
+        )
+    store.close()
+    return {name: report.to_dict() for name, report in reports.items()}
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _tune(value: str) -> tuple[str, Any]:
+    name, _, raw = value.partition("=")
+    parsed = json.loads(raw)
+    return name, _tuples(parsed)
+
+
+def _tuples(value: Any) -> Any:
+    # SearchTuning fields are tuples (frozen, hashable); JSON gives lists.
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--db", type=Path, default=DEFAULT_DB)
+    parser.add_argument("--modes", type=_names, default=("fts", "vector", "rrf"))
+    parser.add_argument("--sets", type=_names, default=tuple(SETS))
+    parser.add_argument("--json", type=Path, help="write every query's outcome here")
+    parser.add_argument("--ingest-only", action="store_true")
+    parser.add_argument(
+        "--tune",
+        type=_tune,
+        action="append",
+        default=[],
+        help="a SearchTuning field as NAME=JSON, e.g. --tune fts_weight=2 (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    result = asyncio.run(run(args))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
