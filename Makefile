@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 # Where `make install` links the console scripts; ~/.local/bin is on PATH in most shells.
 PREFIX ?= $(HOME)/.local/bin
 
-.PHONY: test demo check lint typecheck bench setup install uninstall
+.PHONY: test demo check lint typecheck bench setup install uninstall smoke
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -54,3 +54,8 @@ bench: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+
+# The user's path: build the wheel and sdist, a fresh venv, a plain `pip install <wheel>`
+# (no model package), then a first search against loopback stand-ins for hex.pm and the hub.
+smoke: $(STAMP)
+	scripts/smoke_wheel.sh
