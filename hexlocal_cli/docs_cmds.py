@@ -172,6 +172,8 @@ def get(package: str, identifier: str, version: str | None, as_json: bool) -> No
 
 
 def show_result(data: dict[str, Any], *, as_json: bool, full: bool) -> None:
+    from hexlocal_mcp.formatting import deprecation
+
     if as_json:
         common.emit_json(data)
         return
@@ -188,6 +190,8 @@ def show_result(data: dict[str, Any], *, as_json: bool, full: bool) -> None:
         console.print()
         kind = "" if hit.get("path") else f" [dim]({hit['doc_type']})[/]"
         console.print(f"[bold]{rank}. {escape(hit['title'])}[/]{kind}")
+        if hit.get("deprecated"):
+            console.print(f"   [red]{escape(deprecation(hit['deprecated']))}[/]")
         console.print(f"   [cyan]{escape(hit.get('path') or hit['hexdocs_url'] or hit['ref'])}[/]")
         text = hit["content"] if full else _excerpt(hit["content"])
         console.print(escape(_indent(text)))

@@ -11,6 +11,7 @@ import click
 
 from hexlocal_cli import (
     common,
+    diff_cmd,
     docs_cmds,
     doctor_cmd,
     eval_cmd,
@@ -25,6 +26,7 @@ from hexlocal_cli import (
 
 COMMANDS: tuple[click.Command, ...] = (
     *docs_cmds.COMMANDS,
+    diff_cmd.diff_command,
     *memory_cmds.COMMANDS,
     *misc_cmds.COMMANDS,
     doctor_cmd.doctor,

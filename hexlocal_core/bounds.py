@@ -17,6 +17,9 @@ MAX_QUERY_CHARS = 4_000  # a question, an identifier or an error message; never 
 MAX_LIMIT = 20  # search_docs / search_project_docs hits
 MAX_RECALL_LIMIT = 50  # recall memories
 MAX_ISSUE_LIMIT = 50  # search_github_issues results (GitHub's page size caps it anyway)
+DEFAULT_DIFF_LIMIT = 20  # diff_versions entries per kind: a screen, not a changelog
+MAX_DIFF_LIMIT = 200
+MAX_DIFF_OFFSET = 100_000
 
 # -- remember ---------------------------------------------------------------------------------
 MAX_TEXTS = 100  # texts in one remember call

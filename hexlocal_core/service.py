@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import HexlocalError
 from hexlocal_core.index.store import Store
@@ -48,6 +49,7 @@ from hexlocal_core.usecases import packages as packages_uc
 from hexlocal_core.usecases import project_docs as project_docs_uc
 from hexlocal_core.usecases import reindex as reindex_uc
 from hexlocal_core.usecases import usage as usage_uc
+from hexlocal_core.usecases.diff import VersionDiff, VersionDiffer
 from hexlocal_core.usecases.docs import Docs
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.sync import Syncer, SyncProgress, SyncReport
@@ -103,6 +105,12 @@ class Hexlocal:
         )
         self._docs = Docs(
             self._indexing, self._engine, store, rerank_enabled=settings.rerank_enabled
+        )
+        self._differ = VersionDiffer(
+            store,
+            registry,
+            project_root=settings.project_root,
+            max_docs_bytes=settings.max_docs_bytes,
         )
         self._memory = MemoryService(MemoryPorts(settings, store, embedder, chat))
         self._syncer = Syncer(
@@ -211,6 +219,26 @@ class Hexlocal:
             package, version, refresh=refresh, progress=progress, wait_s=None
         )
         return prepared.report, prepared.notices
+
+    async def diff_versions(
+        self,
+        package: str,
+        from_version: str | None = None,
+        to_version: str | None = None,
+        *,
+        kind: str | None = None,
+        limit: int = DEFAULT_DIFF_LIMIT,
+        offset: int = 0,
+    ) -> VersionDiff:
+        """What changed in `package` between two versions: added, removed, deprecated,
+        signature changed, docs changed, by module. `from_version` defaults to what the
+        project runs (else the indexed version), `to_version` to hex.pm's latest stable.
+        Both are parsed from their docs tarballs in memory; the index is not touched.
+        One page: every kind's count, then `limit` entries per kind (or of `kind`) from
+        `offset`."""
+        return await self._differ.diff(
+            package, from_version, to_version, kind=kind, limit=limit, offset=offset
+        )
 
     def ingestion_status(self, package: str | None = None) -> list[JobStatus]:
         """This process's jobs (all, or the package's), else what the index holds for it."""

@@ -8,6 +8,7 @@ ref, version and hexdocs_url, then an excerpt cut at a line or word boundary.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -137,12 +138,25 @@ def _hit_lines(rank: int, hit: Mapping[str, Any]) -> list[str]:
         return lines
     head = f"{rank}. {hit['title']} ({hit['doc_type']}, v{hit['version']})"
     if hit.get("deprecated"):
-        head += f" DEPRECATED: {hit['deprecated']}"
+        head += f" - {deprecation(hit['deprecated'])}"
     lines = [head, f"   ref: {hit['ref']}", f"   url: {hit['hexdocs_url']}"]
     if hit.get("signature"):
         lines.append(f"   signature: {hit['signature']}")
     lines.append(_indent(excerpt(hit.get("content") or "")))
     return lines
+
+
+# ExDoc's own preface of every deprecation message: "This function is deprecated. Use ...".
+_DEPRECATION_PREFACE = re.compile(r"^This [a-z]+ is deprecated\.\s*")
+
+
+def deprecation(message: str) -> str:
+    """A deprecation as one short note, `deprecated: Use X instead.`; the structured
+    answer keeps the message whole."""
+    rest = _DEPRECATION_PREFACE.sub("", " ".join(message.split()))
+    if not rest or rest.lower() == "deprecated":  # only flagged (ExDoc's sidebar)
+        return "deprecated"
+    return f"deprecated: {excerpt(rest, 200)}"
 
 
 def _indent(text: str, prefix: str = "   ") -> str:
@@ -262,3 +276,72 @@ def issues(rows: Sequence[Mapping[str, Any]]) -> str:
         if i.get("excerpt"):
             lines.append(_indent(excerpt(i["excerpt"], ISSUE_EXCERPT_CHARS), "  "))
     return "\n".join(lines)
+
+
+# -- version diffs ---------------------------------------------------------------------------
+
+_KIND_LABELS = {
+    "added": "added",
+    "removed": "removed",
+    "deprecated": "deprecated",
+    "signature_changed": "signature changed",
+    "docs_changed": "docs changed",
+}
+
+
+def version_diff(data: Mapping[str, Any]) -> str:
+    """A `VersionDiff.to_dict()` as text: the sides, the counts, then each kind's page of
+    entries grouped by module, and how to ask for the next page."""
+    old, new = data["from"], data["to"]
+    lines = notices_block(data.get("notices") or [])
+    lines.append(
+        f"{data['package']} {old['version']} ({old['source']}) -> "
+        f"{new['version']} ({new['source']})"
+    )
+    lines.append(f"docs: {old['hexdocs_url']} -> {new['hexdocs_url']}")
+    counts: Mapping[str, int] = data["summary"]
+    lines.append(
+        "summary: " + ", ".join(f"{counts.get(k, 0)} {label}" for k, label in _KIND_LABELS.items())
+    )
+    paging = data["paging"]
+    for kind, changes in data["changes"].items():
+        if not counts.get(kind):
+            continue
+        lines.extend(["", *_diff_kind(kind, changes, counts[kind], paging)])
+    return "\n".join(lines).rstrip()
+
+
+def _diff_kind(
+    kind: str, changes: Sequence[Mapping[str, Any]], total: int, paging: Mapping[str, Any]
+) -> list[str]:
+    first = paging["offset"] + 1
+    shown = f"{first}-{first + len(changes) - 1}" if changes else "none"
+    lines = [f"{_KIND_LABELS[kind].upper()} ({total}; showing {shown})"]
+    module = None
+    for change in changes:
+        if change["module"] != module:
+            module = change["module"]
+            lines.append(f"{module}:")
+        lines.append(f"  - {_diff_entry(kind, change)}")
+    following = paging["next_offset"].get(kind)
+    if following is not None:
+        lines.append(f"  ... more: call again with kind={kind!r}, offset={following}")
+    return lines
+
+
+def _diff_entry(kind: str, c: Mapping[str, Any]) -> str:
+    text = str(c["name"])
+    if c.get("members"):
+        text += f" (whole module, with {c['members']} more entries)"
+    if kind == "signature_changed":
+        text += f": {c.get('from_signature')} -> {c.get('to_signature')}"
+    elif kind in ("added", "removed") and (c.get("to_signature") or c.get("from_signature")):
+        sig = c.get("to_signature") if kind == "added" else c.get("from_signature")
+        if sig and not c.get("members"):
+            text += f": {sig}"
+    if c.get("deprecated") and kind != "removed":
+        text += f" - {deprecation(c['deprecated'])}"
+    if c.get("also"):
+        text += f" (also {', '.join(_KIND_LABELS.get(a, a) for a in c['also'])})"
+    url = c.get("from_url") if kind == "removed" else c.get("to_url")
+    return f"{text} <{url}>" if url else text

@@ -16,7 +16,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, ParamSpec, TypeVar
 
 from attrs import frozen
 from fastmcp import Context
@@ -179,6 +179,57 @@ UntilDay = Annotated[
     Field(
         max_length=bounds.DAY_CHARS,
         description="Last UTC day, YYYY-MM-DD, included (default: today).",
+    ),
+]
+
+DiffPackage = Annotated[
+    str,
+    Field(
+        description=(
+            "The Hex package name exactly as in mix.exs / mix.lock, e.g. 'ecto'. Elixir's "
+            "own apps ('elixir', 'ex_unit', ...) need both versions."
+        )
+    ),
+]
+FromVersion = Annotated[
+    str | None,
+    Field(
+        description=(
+            "The version upgraded from, e.g. '3.12.5'. Leave it out: the version the "
+            "project's mix.lock pins (else the indexed one)."
+        )
+    ),
+]
+ToVersion = Annotated[
+    str | None,
+    Field(
+        description=(
+            "The version upgraded to, e.g. '3.14.2'. Leave it out: hex.pm's latest stable."
+        )
+    ),
+]
+DiffKind = Annotated[
+    Literal["added", "removed", "deprecated", "signature_changed", "docs_changed"] | None,
+    Field(
+        description=(
+            "Only this kind of change (to page through one long list); leave out for every kind."
+        )
+    ),
+]
+DiffLimit = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=bounds.MAX_DIFF_LIMIT,
+        description=f"At most this many entries per kind (1-{bounds.MAX_DIFF_LIMIT}).",
+    ),
+]
+DiffOffset = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=bounds.MAX_DIFF_OFFSET,
+        description="Skip this many entries of each kind: the next page's offset is in the answer.",
     ),
 ]
 
@@ -371,6 +422,35 @@ async def get_docs(
 
 
 @tool_errors
+async def diff_versions(
+    ctx: Context,
+    package: DiffPackage,
+    from_version: FromVersion = None,
+    to_version: ToVersion = None,
+    kind: DiffKind = None,
+    limit: DiffLimit = bounds.DEFAULT_DIFF_LIMIT,
+    offset: DiffOffset = 0,
+) -> ToolResult:
+    """What changed in a Hex package between two versions: use it before or during an
+    upgrade (bumping a dependency in mix.exs) instead of searching both versions' docs.
+
+    Lists functions, callbacks, types and modules added, removed, newly deprecated (with
+    the message naming the replacement), whose signature changed, and whose docs changed,
+    grouped by module, each with its hexdocs_url. Leave both versions out to compare what
+    the project locks with the latest stable release. The answer starts with a count per
+    kind and shows at most `limit` entries per kind; to see more of one kind, call again
+    with `kind` and the `offset` it gives. Nothing is indexed: search_docs still answers
+    from the locked version.
+    """
+    service = await _service(ctx)
+    result = await service.diff_versions(
+        package, from_version, to_version, kind=kind, limit=limit, offset=offset
+    )
+    data = result.to_dict()
+    return _answer(data, formatting.version_diff(data))
+
+
+@tool_errors
 async def search_project_docs(ctx: Context, query: Query, limit: SearchLimit = 5) -> ToolResult:
     """Search the project's OWN docs (README, docs/, guides/), not a dependency's.
 
@@ -549,6 +629,20 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         fn=get_docs, title="Get the docs of one identifier", output_schema=_RESULT, open_world=True
+    ),
+    ToolSpec(
+        fn=diff_versions,
+        title="What changed between two versions of a package",
+        output_schema=_schema(
+            ("package", "from", "to", "summary", "changes", "paging", "notices"),
+            **{"from": "object", "to": "object"},
+            package="string",
+            summary="object",
+            changes="object",
+            paging="object",
+            notices="array",
+        ),
+        open_world=True,
     ),
     ToolSpec(fn=search_project_docs, title="Search the project's own docs", output_schema=_RESULT),
     ToolSpec(

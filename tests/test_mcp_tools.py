@@ -43,6 +43,12 @@ CONTRACT: dict[str, tuple[list[str], list[str], bool, bool]] = {
         True,
     ),
     "get_docs": (["package", "identifier", "version"], ["package", "identifier"], True, True),
+    "diff_versions": (
+        ["package", "from_version", "to_version", "kind", "limit", "offset"],
+        ["package"],
+        True,
+        True,
+    ),
     "ingestion_status": (["package"], [], True, False),
     "search_project_docs": (["query", "limit"], ["query"], True, False),
     "list_indexed_packages": ([], [], True, False),

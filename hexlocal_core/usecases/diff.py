@@ -1,0 +1,477 @@
+"""`diff_versions`: what changed in a package's API between two versions (upgrade work).
+
+Both versions are read from their HexDocs tarballs, parsed in memory by the same readers
+ingestion uses (`ingest/tarball` + `ingest/hexdocs`); nothing is embedded or written, so
+the indexed version is never replaced. Each version's summary is kept in a small LRU, so
+paging through one diff (`offset`, `kind`) downloads each tarball once per process.
+
+The diff itself is a pure function over two lists of items (`api_entries`, `diff_entries`):
+an *entry* is one documented thing as hexdocs.pm links it (a module page, a function,
+callback, type or macro, a guide page) with the text of its heading sub-items folded in,
+so `c:transaction/2-options` changes `c:transaction/2`'s docs rather than adding an item.
+Each changed entry is listed under one kind, the most telling first (removed and added,
+then deprecated, signature changed, docs changed); `also` names the other kinds it has.
+A module added or removed whole is one entry whose `members` counts what it holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from attrs import asdict, evolve, field, frozen
+
+from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT, MAX_DIFF_LIMIT, MAX_DIFF_OFFSET
+from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError
+from hexlocal_core.index.store import Store
+from hexlocal_core.ingest.exdoc_search import parse_ref
+from hexlocal_core.ingest.pipeline import in_worker
+from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource, sha256_text
+from hexlocal_core.ports import HexRegistry
+from hexlocal_core.versions import (
+    ELIXIR_APPS,
+    LATEST,
+    resolve_version,
+    try_parse_version,
+    validate_package_name,
+)
+
+log = logging.getLogger("hexlocal.diff")
+
+CACHE_VERSIONS = 8  # parsed versions kept per process (a summary is ~0.3 MB for ecto)
+# The footer of every .md page ExDoc >= 0.40 writes; not the package's own text.
+_EXDOC_FOOTER = re.compile(
+    r"(?:^|\n)-{3,}\s*\n\s*\*Consult \[api-reference\.md\]\(api-reference\.md\) for "
+    r"complete listing\*\s*$"
+)
+GUIDES = "guides"  # the group of extras pages (README, guides, changelog)
+# Versions the project runs: a default `from` taken from these needs no indexed copy.
+_PROJECT_SOURCES = (
+    VersionSource.MIX_LOCK,
+    VersionSource.BUILD,
+    VersionSource.TOOL_VERSIONS,
+    VersionSource.ELIXIR_ON_PATH,
+)
+
+
+class ChangeKind(StrEnum):
+    ADDED = "added"
+    REMOVED = "removed"
+    DEPRECATED = "deprecated"  # deprecated in `to`, not in `from`
+    SIGNATURE_CHANGED = "signature_changed"
+    DOCS_CHANGED = "docs_changed"  # the text differs (sha256 of the entry's markdown)
+
+
+KINDS: tuple[ChangeKind, ...] = tuple(ChangeKind)
+_WHOLE = (ChangeKind.ADDED, ChangeKind.REMOVED)  # kinds a whole module can have
+
+
+@frozen
+class ApiEntry:
+    """One documented thing of one version, summarised for comparison."""
+
+    key: str  # page#anchor of the item, sub-sections folded in: "Ecto.Repo.html#c:transact/2"
+    group: str  # the module, or GUIDES
+    name: str  # within the group: "c:transact/2", "generate/1", "Ecto.Repo", a guide's title
+    doc_type: str
+    signature: str | None
+    deprecated: str | None
+    doc_hash: str
+    hexdocs_url: str
+
+    @property
+    def is_module(self) -> bool:
+        return self.group != GUIDES and self.name == self.group
+
+
+@frozen
+class Change:
+    kind: ChangeKind
+    module: str  # the group: a module name, or "guides"
+    name: str
+    doc_type: str
+    from_url: str | None
+    to_url: str | None
+    from_signature: str | None = None
+    to_signature: str | None = None
+    deprecated: str | None = None  # the deprecation message in `to` (or `from`, if removed)
+    also: tuple[str, ...] = ()  # other kinds this entry has (a deprecation that changed docs)
+    members: int = 0  # a module added or removed whole: the entries folded into it
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["kind"] = str(self.kind)
+        out["also"] = list(self.also)
+        return out
+
+
+@frozen
+class DiffSide:
+    version: str
+    source: str  # why this version: "mix.lock", "hex latest stable", "explicit", "indexed"
+    hexdocs_url: str  # where the version's docs start
+
+
+@frozen
+class VersionDiff:
+    """One page of a diff: the counts of every kind, then at most `limit` changes of each
+    kind (or of `kind` only) from `offset`, grouped by module."""
+
+    package: str
+    from_side: DiffSide
+    to_side: DiffSide
+    counts: Mapping[str, int]
+    changes: tuple[Change, ...]
+    kind: str | None = None
+    limit: int = DEFAULT_DIFF_LIMIT
+    offset: int = 0
+    notices: tuple[Notice, ...] = ()
+
+    def shown(self, kind: str) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.kind == kind)
+
+    def next_offset(self, kind: str) -> int | None:
+        """The offset of the next page of `kind`, or None when this page shows the rest."""
+        end = self.offset + len(self.shown(kind))
+        return end if end < self.counts.get(kind, 0) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        kinds = [self.kind] if self.kind else [str(k) for k in KINDS]
+        return {
+            "package": self.package,
+            "from": asdict(self.from_side),
+            "to": asdict(self.to_side),
+            "summary": dict(self.counts),
+            "changes": {k: [c.to_dict() for c in self.shown(k)] for k in kinds},
+            "paging": {
+                "kind": self.kind,
+                "offset": self.offset,
+                "limit": self.limit,
+                "next_offset": {k: self.next_offset(k) for k in kinds},
+            },
+            "notices": [n.to_dict() for n in self.notices],
+        }
+
+
+# -- the pure part ------------------------------------------------------------------------
+
+
+def _entry_key(item: DocItem) -> tuple[str, str, str, bool]:
+    """(key, group, name, is the item itself rather than a heading sub-item)."""
+    if item.module is None:  # a guide: its sections are one entry per page
+        return item.page, GUIDES, item.page, "#" not in item.ref
+    ref = parse_ref(item.ref)
+    if ref.name is None or ref.detail_id is None:  # the module page or one of its sections
+        return ref.page, item.module, item.module, ref.anchor is None
+    name = f"{ref.kind}:{ref.name}" if ref.kind else ref.name
+    return f"{ref.page}#{ref.detail_id}", item.module, f"{name}/{ref.arity}", ref.section is None
+
+
+def api_entries(items: Iterable[DocItem]) -> tuple[ApiEntry, ...]:
+    """The entries of one version's items, each with its sub-items' text folded in."""
+    groups: dict[str, list[tuple[DocItem, bool]]] = {}
+    where: dict[str, tuple[str, str]] = {}
+    for item in items:
+        key, group, name, own = _entry_key(item)
+        groups.setdefault(key, []).append((item, own))
+        where.setdefault(key, (group, name))
+    entries = []
+    for key, members in groups.items():
+        main = next((i for i, own in members if own), members[0][0])
+        group, name = where[key]
+        if group == GUIDES:
+            name = main.title.split(" - ")[-1] if main.title else name
+        text = "\n\x00".join(_comparable(i.markdown) for i, _ in members)
+        entries.append(
+            ApiEntry(
+                key=key,
+                group=group,
+                name=name,
+                doc_type=str(main.doc_type),
+                signature=main.signature,
+                deprecated=main.deprecated,
+                doc_hash=sha256_text(text),
+                hexdocs_url=main.hexdocs_url.split("#")[0] if group == GUIDES else main.hexdocs_url,
+            )
+        )
+    return tuple(entries)
+
+
+def _comparable(markdown: str) -> str:
+    """The text as compared: ExDoc >= 0.40's page footer (which the .md pages end with, so
+    an undocumented item read from them carries it) and spacing are not changes."""
+    text = _EXDOC_FOOTER.sub("", markdown)
+    return " ".join(text.split())
+
+
+def _same_signature(a: str | None, b: str | None) -> bool:
+    return " ".join((a or "").split()) == " ".join((b or "").split())
+
+
+def _changed(old: ApiEntry, new: ApiEntry) -> Change | None:
+    kinds: list[ChangeKind] = []
+    if new.deprecated and not old.deprecated:
+        kinds.append(ChangeKind.DEPRECATED)
+    if not _same_signature(old.signature, new.signature):
+        kinds.append(ChangeKind.SIGNATURE_CHANGED)
+    if old.doc_hash != new.doc_hash:
+        kinds.append(ChangeKind.DOCS_CHANGED)
+    if not kinds:
+        return None
+    return Change(
+        kind=kinds[0],
+        module=new.group,
+        name=new.name,
+        doc_type=new.doc_type,
+        from_url=old.hexdocs_url,
+        to_url=new.hexdocs_url,
+        from_signature=old.signature,
+        to_signature=new.signature,
+        deprecated=new.deprecated,
+        also=tuple(str(k) for k in kinds[1:]),
+    )
+
+
+def _one_side(entry: ApiEntry, kind: ChangeKind) -> Change:
+    added = kind is ChangeKind.ADDED
+    return Change(
+        kind=kind,
+        module=entry.group,
+        name=entry.name,
+        doc_type=entry.doc_type,
+        from_url=None if added else entry.hexdocs_url,
+        to_url=entry.hexdocs_url if added else None,
+        from_signature=None if added else entry.signature,
+        to_signature=entry.signature if added else None,
+        deprecated=entry.deprecated,
+    )
+
+
+def _fold_whole_modules(changes: list[Change]) -> list[Change]:
+    """A module added (or removed) whole is one entry; its members are counted in it."""
+    whole = {
+        (c.kind, c.module)
+        for c in changes
+        if c.kind in _WHOLE and c.name == c.module and c.module != GUIDES
+    }
+    members: dict[tuple[ChangeKind, str], int] = {}
+    kept: list[Change] = []
+    for c in changes:
+        if (c.kind, c.module) in whole and c.name != c.module:
+            members[(c.kind, c.module)] = members.get((c.kind, c.module), 0) + 1
+        else:
+            kept.append(c)
+    return [
+        evolve(c, members=members[(c.kind, c.module)]) if (c.kind, c.module) in members else c
+        for c in kept
+    ]
+
+
+def _order(change: Change) -> tuple[int, bool, str, str]:
+    # Kinds in KINDS order, modules alphabetically with the guides last, then names.
+    return (KINDS.index(change.kind), change.module == GUIDES, change.module, change.name)
+
+
+def diff_entries(old: Sequence[ApiEntry], new: Sequence[ApiEntry]) -> tuple[Change, ...]:
+    """Every change from `old` to `new`, each entry once, in reading order."""
+    before = {e.key: e for e in old}
+    after = {e.key: e for e in new}
+    changes = [_one_side(e, ChangeKind.REMOVED) for k, e in before.items() if k not in after]
+    changes += [_one_side(e, ChangeKind.ADDED) for k, e in after.items() if k not in before]
+    for key, entry in after.items():
+        if key in before:
+            found = _changed(before[key], entry)
+            if found is not None:
+                changes.append(found)
+    return tuple(sorted(_fold_whole_modules(changes), key=_order))
+
+
+def count_kinds(changes: Iterable[Change]) -> dict[str, int]:
+    counts = {str(k): 0 for k in KINDS}
+    for c in changes:
+        counts[str(c.kind)] += 1
+    return counts
+
+
+def page_changes(
+    changes: Sequence[Change], *, kind: str | None, limit: int, offset: int
+) -> tuple[Change, ...]:
+    """At most `limit` changes of each kind (or of `kind`), from `offset` within each."""
+    out: list[Change] = []
+    for k in [kind] if kind else [str(k) for k in KINDS]:
+        of_kind = [c for c in changes if c.kind == k]
+        out.extend(of_kind[offset : offset + limit])
+    return tuple(out)
+
+
+def check_paging(kind: str | None, limit: Any, offset: Any) -> tuple[str | None, int, int]:
+    """The paging arguments, checked: a kind of KINDS (or None), 1..MAX limit, offset >= 0."""
+    if kind is not None and kind not in KINDS:
+        raise UserInputError(f"kind must be one of {', '.join(KINDS)}, not {str(kind)[:40]!r}")
+    for value, what, low, high in (
+        (limit, "limit", 1, MAX_DIFF_LIMIT),
+        (offset, "offset", 0, MAX_DIFF_OFFSET),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise UserInputError(f"{what} must be a whole number from {low} to {high}")
+    return kind, limit, offset
+
+
+# -- the orchestration ----------------------------------------------------------------------
+
+
+@frozen
+class _Parsed:
+    entries: tuple[ApiEntry, ...]
+    base_url: str
+
+
+@frozen
+class _Side:
+    resolved: ResolvedVersion
+    notices: tuple[Notice, ...] = field(factory=tuple)
+
+
+class VersionDiffer:
+    """Resolves both versions, reads each one's items (cached), diffs and pages."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: HexRegistry,
+        *,
+        project_root: Path,
+        max_docs_bytes: int,
+        cache_size: int = CACHE_VERSIONS,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._project_root = project_root
+        self._max_bytes = max_docs_bytes
+        self._cache: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
+        self._cache_size = cache_size
+
+    async def diff(
+        self,
+        package: str,
+        from_version: str | None,
+        to_version: str | None,
+        *,
+        kind: str | None,
+        limit: int,
+        offset: int,
+    ) -> VersionDiff:
+        kind, limit, offset = check_paging(kind, limit, offset)
+        name = validate_package_name(package)
+        old = await self._from_side(name, _given(from_version))
+        new = await self._to_side(name, _given(to_version))
+        notices = (*old.resolved.notices, *new.resolved.notices)
+        docs_url = await self._docs_html_url(name)
+        before = await self._parsed(name, old.resolved.version, docs_url)
+        same = _same_version(old.resolved.version, new.resolved.version)
+        after = before if same else await self._parsed(name, new.resolved.version, docs_url)
+        if same:
+            notices += (
+                Notice(
+                    "same_version",
+                    f"both sides are {name} {old.resolved.version}; pass the versions to "
+                    "compare (FROM TO)",
+                ),
+            )
+        changes = () if same else diff_entries(before.entries, after.entries)
+        return VersionDiff(
+            package=name,
+            from_side=_side(old.resolved, before.base_url),
+            to_side=_side(new.resolved, after.base_url),
+            counts=count_kinds(changes),
+            changes=page_changes(changes, kind=kind, limit=limit, offset=offset),
+            kind=kind,
+            limit=limit,
+            offset=offset,
+            notices=notices,
+        )
+
+    async def _from_side(self, name: str, wanted: str | None) -> _Side:
+        """`wanted`, else the version the project runs, else the indexed one."""
+        if wanted is not None:
+            return _Side(await self._resolve(name, wanted))
+        try:
+            resolved = await self._resolve(name, None)
+        except (UserInputError, RemoteError):
+            resolved = None
+        if resolved is not None and resolved.source in _PROJECT_SOURCES:
+            return _Side(resolved)
+        indexed = self._store.package(name)
+        if indexed is not None:
+            return _Side(ResolvedVersion(name, indexed.version, VersionSource.INDEXED))
+        raise UserInputError(
+            f"nothing pins {name} here (no mix.lock entry, nothing compiled, nothing indexed), "
+            f"so there is no version to diff from; pass one: `hexlocal diff {name} FROM [TO]`"
+        )
+
+    async def _to_side(self, name: str, wanted: str | None) -> _Side:
+        if wanted is None and name in ELIXIR_APPS:
+            raise UserInputError(
+                f"{name} ships with Elixir, so hex.pm lists no latest release of it; pass "
+                "the version to compare with, like 1.18.4"
+            )
+        return _Side(await self._resolve(name, wanted or LATEST))
+
+    async def _resolve(self, name: str, wanted: str | None) -> ResolvedVersion:
+        return await resolve_version(
+            name, wanted, project_root=self._project_root, registry=self._registry
+        )
+
+    async def _docs_html_url(self, name: str) -> str | None:
+        if name in ELIXIR_APPS:
+            return None
+        try:
+            return (await self._registry.package_info(name)).docs_html_url
+        except (RemoteError, PackageNotFound):
+            return None
+
+    async def _parsed(self, name: str, version: str, docs_html_url: str | None) -> _Parsed:
+        key = (name, version)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        data = await self._registry.fetch_docs(name, version)
+        max_bytes = self._max_bytes
+        parsed = await in_worker(
+            lambda: _parse(data, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url)
+        )
+        self._cache[key] = parsed
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return parsed
+
+
+def _given(version: str | None) -> str | None:
+    return version.strip() if version and version.strip() else None
+
+
+def _same_version(a: str, b: str) -> bool:
+    pa, pb = try_parse_version(a), try_parse_version(b)
+    return a == b if pa is None or pb is None else pa == pb
+
+
+def _side(resolved: ResolvedVersion, base_url: str) -> DiffSide:
+    return DiffSide(resolved.version, resolved.source.value, base_url)
+
+
+def _parse(
+    data: bytes, name: str, version: str, *, max_bytes: int, docs_html_url: str | None
+) -> _Parsed:
+    from hexlocal_core.ingest.hexdocs import hexdocs_base_url, parse_hexdocs
+    from hexlocal_core.ingest.tarball import read_docs_tarball
+
+    files = read_docs_tarball(data, max_bytes=max_bytes, package=name)
+    parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=docs_html_url)
+    log.info("diff: read %s %s (%d items)", name, version, len(parsed.items))
+    return _Parsed(api_entries(parsed.items), hexdocs_base_url(name, version, docs_html_url))
