@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import attrs
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from hexlocal_core.config import Settings
@@ -41,10 +42,27 @@ def load_settings() -> Settings:
 
 
 def build_service(settings: Settings, *, load_models: bool = True) -> Hexlocal:
-    """The composition root as the CLI uses it; tests replace this to inject fakes."""
+    """The composition root as the CLI uses it; tests replace this to inject fakes.
+    A model's first-need download reports on stderr (stdout stays the answer)."""
     from hexlocal_core.service import build
 
-    return build(settings, load_models=load_models)
+    return build(settings, load_models=load_models, model_progress=download_progress())
+
+
+def download_progress() -> Callable[[str, int, int], None]:
+    """Prints a model download's progress on stderr, at most once per 10% (and at the end)."""
+    shown: dict[str, int] = {}
+
+    def report(message: str, done: int, total: int) -> None:
+        step = done * 10 // total if total else 0
+        key = message.split(":")[0]
+        if shown.get(key) == step and done != total:
+            return
+        shown[key] = step
+        size = f" ({done / 1e6:.0f}/{total / 1e6:.0f} MB)" if total else ""
+        err().print(f"{escape(message)}{size}", highlight=False)
+
+    return report
 
 
 def with_service(

@@ -9,7 +9,7 @@ exposes no internals: a face that needs a fact asks a method (`diagnostics()`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,9 @@ if TYPE_CHECKING:
     from hexlocal_core.usecases.reindex import ReindexPlan, ReindexProgress, ReindexReport
 
 log = logging.getLogger("hexlocal.service")
+
+# (message, bytes done, bytes total or 0): a local model's download, called from its thread.
+DownloadProgress = Callable[[str, int, int], None]
 
 
 class Hexlocal:
@@ -380,7 +383,7 @@ class Hexlocal:
     def get_token_usage(self, from_: str | None = None, until: str | None = None) -> UsageReport:
         return usage_uc.get_token_usage(self._usage, from_, until)
 
-    # -- model downloads (added by H4d) -------------------------------------------------------
+    # -- model downloads ----------------------------------------------------------------------
 
     def model_downloads(self) -> tuple[ModelDownload, ...]:
         """Where each local model's download stands; the MCP face polls it while a call
@@ -400,15 +403,19 @@ def build(
     registry: HexRegistry | None = None,
     issues: IssueTracker | None = None,
     load_models: bool = True,
+    model_progress: DownloadProgress | None = None,
 ) -> Hexlocal:
-    """Wire hexlocal: settings -> store -> adapters -> service. The only composition root."""
+    """Wire hexlocal: settings -> store -> adapters -> service. The only composition root.
+
+    `model_progress(message, done, total)` hears a local model's first-need download (the
+    CLI prints it on stderr; the MCP face polls `model_downloads()` instead)."""
     settings = settings or Settings.from_env()
     store = Store(Path(settings.database_path))
     usage = StoreUsageSink(store)
     if embedder is None and load_models:
-        embedder = _default_embedder(settings, usage)
+        embedder = _default_embedder(settings, usage, model_progress)
     if reranker is None and load_models and settings.rerank_enabled:
-        reranker = _default_reranker(settings, usage)
+        reranker = _default_reranker(settings, usage, model_progress)
     if chat is None and settings.ai_api_key:
         from hexlocal_core.adapters.openai_api import OpenAIChat
 
@@ -433,12 +440,14 @@ def build(
     )
 
 
-def _default_embedder(settings: Settings, usage: StoreUsageSink) -> Embedder | None:
+def _default_embedder(
+    settings: Settings, usage: StoreUsageSink, progress: DownloadProgress | None
+) -> Embedder | None:
     try:
         if settings.uses_local_embedder:
             from hexlocal_core.adapters.local_embedder import build_local_embedder
 
-            return build_local_embedder(settings, usage)
+            return build_local_embedder(settings, usage, progress=progress)
         from hexlocal_core.adapters.openai_api import OpenAIEmbedder
 
         return OpenAIEmbedder(settings, usage=usage)
@@ -447,11 +456,13 @@ def _default_embedder(settings: Settings, usage: StoreUsageSink) -> Embedder | N
         return None
 
 
-def _default_reranker(settings: Settings, usage: StoreUsageSink) -> Reranker | None:
+def _default_reranker(
+    settings: Settings, usage: StoreUsageSink, progress: DownloadProgress | None
+) -> Reranker | None:
     from hexlocal_core.adapters.cross_encoder import build_local_reranker
 
     try:
-        return build_local_reranker(settings, usage)
+        return build_local_reranker(settings, usage, progress=progress)
     except HexlocalError as exc:
         log.info("no cross-encoder: %s", exc)
         return None

@@ -306,3 +306,22 @@ def test_pull_offline_names_the_fix_not_itself(tmp_path: Path) -> None:
     with pytest.raises(ModelError) as info:
         model_fetch.pull(model_settings(), Which.RERANKER, hub=offline)
     assert "HF_HUB_OFFLINE" in str(info.value) and "models pull" not in str(info.value)
+
+
+async def test_the_cli_shows_a_first_need_download_on_stderr(
+    online: HubConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plain install's first CLI search downloads the embedder: the user sees it happen
+    on stderr (stdout stays the answer), not a silent pause of many seconds."""
+    from hexlocal_cli.common import build_service
+
+    settings = model_settings(DATABASE_PATH=str(tmp_path / "index.db"), AI_RERANK_MODEL="off")
+    service = build_service(settings)
+    try:
+        await service.warm_up()
+    finally:
+        await service.aclose()
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"downloaded {EMBED_REPO}" in captured.err and "MB)" in captured.err
+    assert "model.safetensors" in captured.err
