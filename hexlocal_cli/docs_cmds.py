@@ -73,6 +73,19 @@ def ingest_progress(enabled: bool = True) -> Iterator[ProgressFn]:
     is_flag=True,
     help="Search the project's own docs (`hexlocal index-docs`) instead: QUERY only.",
 )
+@click.option(
+    "--all",
+    "all_packages",
+    is_flag=True,
+    help="Search every package the project runs (mix.lock, Elixir's apps): QUERY only.",
+)
+@click.option(
+    "--in",
+    "within",
+    multiple=True,
+    metavar="PACKAGE",
+    help="With --all: only these packages (repeat the option).",
+)
 @click.option("--version", "version", help="A Hex version; default: what mix.lock pins.")
 @click.option(
     "--limit",
@@ -97,6 +110,8 @@ def search(
     package: str | None,
     query: str | None,
     project: bool,
+    all_packages: bool,
+    within: tuple[str, ...],
     version: str | None,
     limit: int,
     examples: bool,
@@ -107,13 +122,22 @@ def search(
     """Search the docs of PACKAGE for QUERY (indexing the package first if needed).
 
     With --project, search the project's own docs (README, docs/, guides/) for QUERY.
+    With --all, search every package the project runs at its locked version (only those
+    indexed; the others are named and queued for `hexlocal sync`).
     """
+    if all_packages:
+        _search_all(ctx, package, query, within, limit=limit, mode=mode, as_json=as_json)
+        return
+    if within:
+        raise click.UsageError("--in applies to --all", ctx=ctx)
     if project:
         _search_project(ctx, package, query, limit=limit, as_json=as_json)
         return
     if package is None or query is None:
         raise click.UsageError(
-            "give PACKAGE and QUERY (or --project QUERY for the project's own docs)", ctx=ctx
+            "give PACKAGE and QUERY (or --all QUERY for every package the project runs, "
+            "--project QUERY for the project's own docs)",
+            ctx=ctx,
         )
 
     async def work(service: Hexlocal) -> SearchResult:
@@ -133,6 +157,36 @@ def search(
 
 
 PACKAGE_ONLY = ("version", "examples", "mode", "refresh")  # options --project does not take
+ONE_PACKAGE_ONLY = ("project", "version", "examples", "refresh")  # options --all does not take
+
+
+def _search_all(
+    ctx: click.Context,
+    first: str | None,
+    second: str | None,
+    within: tuple[str, ...],
+    *,
+    limit: int,
+    mode: str,
+    as_json: bool,
+) -> None:
+    from click.core import ParameterSource
+
+    given = [
+        n for n in ONE_PACKAGE_ONLY if ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE
+    ]
+    if given:
+        named = ", ".join(f"--{n}" for n in given)
+        raise click.UsageError(f"{named} apply to one package's docs, not to --all", ctx=ctx)
+    if first is None or second is not None:
+        raise click.UsageError("with --all, give only QUERY (no PACKAGE; use --in)", ctx=ctx)
+    query = first
+    packages = list(within) or None
+
+    async def work(service: Hexlocal) -> SearchResult:
+        return await service.search_project_deps(query, packages=packages, limit=limit, mode=mode)
+
+    show_result(common.with_service(work).to_dict(), as_json=as_json, full=False)
 
 
 def _search_project(
@@ -189,6 +243,9 @@ def show_result(data: dict[str, Any], *, as_json: bool, full: bool) -> None:
     for rank, hit in enumerate(hits, start=1):
         console.print()
         kind = "" if hit.get("path") else f" [dim]({hit['doc_type']})[/]"
+        if not hit.get("path") and hit.get("package") != data["package"]:  # --all's answer
+            label = escape(f"{hit['package']}@{hit['version']}")
+            kind = f" [dim]({hit['doc_type']}, {label})[/]"
         console.print(f"[bold]{rank}. {escape(hit['title'])}[/]{kind}")
         if hit.get("deprecated"):
             console.print(f"   [red]{escape(deprecation(hit['deprecated']))}[/]")

@@ -153,6 +153,12 @@ async def evaluate(
 @click.option(
     "--exact/--no-exact", default=True, show_default=True, help="Exact identifier lookup."
 )
+@click.option(
+    "--all-packages",
+    is_flag=True,
+    help="Drop each query's package: search every package of the set at once "
+    "(project-wide search_docs) and score that.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Per-query ranks for every mode.")
 @click.option(
     "--show",
@@ -168,6 +174,7 @@ def eval_command(
     only: str | None,
     database: Path | None,
     exact: bool,
+    all_packages: bool,
     verbose: bool,
     show: int,
     as_json: bool,
@@ -187,7 +194,9 @@ def eval_command(
     path = queries_path or default_queries()
     if path is None:
         raise click.UsageError("no query set found; pass --queries FILE")
-    options = EvalOptions(modes=modes or _core_modes(), only=only, exact=exact)
+    options = EvalOptions(
+        modes=modes or _core_modes(), only=only, exact=exact, all_packages=all_packages
+    )
     with common.translated():
         queries = load_queries(path)
     target = database or eval_database(path)

@@ -15,6 +15,8 @@ from hexlocal_core.errors import UserInputError
 # -- queries and result counts --------------------------------------------------------------
 MAX_QUERY_CHARS = 4_000  # a question, an identifier or an error message; never a document
 MAX_LIMIT = 20  # search_docs / search_project_docs hits
+MAX_SEARCH_PACKAGES = 200  # packages named in one project-wide search_docs call
+MAX_PACKAGE_CHARS = 100  # one package name as a tool argument (names.py has the real rule)
 MAX_RECALL_LIMIT = 50  # recall memories
 MAX_ISSUE_LIMIT = 50  # search_github_issues results (GitHub's page size caps it anyway)
 DEFAULT_DIFF_LIMIT = 20  # diff_versions entries per kind: a screen, not a changelog

@@ -52,6 +52,7 @@ from hexlocal_core.usecases import usage as usage_uc
 from hexlocal_core.usecases.diff import VersionDiff, VersionDiffer
 from hexlocal_core.usecases.docs import Docs
 from hexlocal_core.usecases.ingest import Indexing
+from hexlocal_core.usecases.project_search import ProjectSearch
 from hexlocal_core.usecases.sync import Syncer, SyncProgress, SyncReport
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class Hexlocal:
             self._indexing,
             project_root=settings.project_root,
             include_elixir=settings.sync_elixir,
+        )
+        self._project_search = ProjectSearch(
+            self._syncer, self._engine, rerank_enabled=settings.rerank_enabled
         )
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -197,6 +201,20 @@ class Hexlocal:
             mode=mode,
             progress=progress,
         )
+
+    async def search_project_deps(
+        self,
+        query: str,
+        *,
+        packages: Sequence[str] | None = None,
+        limit: int = 5,
+        mode: str = "rerank",
+    ) -> SearchResult:
+        """Search every package the project runs (mix.lock's deps at their locked versions,
+        Elixir's apps at the project's Elixir version), or only `packages`; each hit names
+        its package@version. Packages not indexed at that version are named in one notice
+        and queued for the sync worker: this call never waits on a download."""
+        return await self._project_search.search(query, packages=packages, limit=limit, mode=mode)
 
     async def get_docs(
         self,

@@ -122,21 +122,24 @@ def search_result(data: Mapping[str, Any]) -> str:
         return "\n".join(lines).rstrip()
     if data.get("package") == PROJECT_LABEL:  # the working tree's docs have no version
         lines.append(f"{PROJECT_LABEL}: {len(hits)} result(s) for {data['query']!r}")
-    else:
+    else:  # a project-wide answer has no one version: each hit names package@version
+        shown = f" {version}" if data.get("version") else ""
         lines.append(
-            f"{data['package']} {version}{source}: {len(hits)} result(s) for {data['query']!r}"
+            f"{data['package']}{shown}{source}: {len(hits)} result(s) for {data['query']!r}"
         )
     for rank, hit in enumerate(hits, start=1):
-        lines.extend(["", *_hit_lines(rank, hit)])
+        lines.extend(["", *_hit_lines(rank, hit, whose=hit.get("package") != data.get("package"))])
     return "\n".join(lines).rstrip()
 
 
-def _hit_lines(rank: int, hit: Mapping[str, Any]) -> list[str]:
+def _hit_lines(rank: int, hit: Mapping[str, Any], *, whose: bool = False) -> list[str]:
+    """`whose`: name the hit's package (a project-wide answer mixes packages)."""
     if hit.get("path"):  # a project doc: its file is where to read more
         lines = [f"{rank}. {hit['title']}", f"   file: {hit['path']}"]
         lines.append(_indent(excerpt(hit.get("content") or "")))
         return lines
-    head = f"{rank}. {hit['title']} ({hit['doc_type']}, v{hit['version']})"
+    where = f"{hit['package']}@{hit['version']}" if whose else f"v{hit['version']}"
+    head = f"{rank}. {hit['title']} ({hit['doc_type']}, {where})"
     if hit.get("deprecated"):
         head += f" - {deprecation(hit['deprecated'])}"
     lines = [head, f"   ref: {hit['ref']}", f"   url: {hit['hexdocs_url']}"]

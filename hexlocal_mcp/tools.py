@@ -26,7 +26,7 @@ from mcp_types import TextContent, ToolAnnotations
 from pydantic import Field
 
 from hexlocal_core import bounds
-from hexlocal_core.errors import HexlocalError
+from hexlocal_core.errors import HexlocalError, UserInputError
 from hexlocal_core.model import IngestProgress
 from hexlocal_mcp import formatting
 
@@ -91,6 +91,28 @@ Identifier = Annotated[
             "One exact identifier: 'Module', 'Module.function/arity', 'c:callback/arity' "
             "or 't:type/arity', e.g. 'Ecto.Repo.insert/2', 'c:GenServer.init/1'. Use "
             "search_docs for questions and partial names."
+        ),
+    ),
+]
+SearchPackage = Annotated[
+    str | None,
+    Field(
+        description=(
+            "The Hex package name exactly as in mix.exs / mix.lock, e.g. 'ecto', "
+            "'phoenix_live_view', 'jason'; Elixir's own apps are 'elixir', 'ex_unit', "
+            "'logger', 'mix', 'eex', 'iex'. Leave it out (and `packages` too) to search every "
+            "package the project's mix.lock pins plus Elixir's apps, when you do not know "
+            "which dependency holds the answer."
+        )
+    ),
+]
+SearchPackages = Annotated[
+    list[Annotated[str, Field(max_length=bounds.MAX_PACKAGE_CHARS)]] | None,
+    Field(
+        max_length=bounds.MAX_SEARCH_PACKAGES,
+        description=(
+            "Instead of `package`: search only these packages of the project together, "
+            "ranked as one list, e.g. ['plug', 'phoenix']."
         ),
     ),
 ]
@@ -380,22 +402,39 @@ async def reporting_progress(
 @tool_errors
 async def search_docs(
     ctx: Context,
-    package: Package,
     query: Query,
+    package: SearchPackage = None,
+    packages: SearchPackages = None,
     version: Version = None,
     limit: SearchLimit = 5,
     examples_only: ExamplesOnly = False,
 ) -> ToolResult:
-    """Search the documentation of ONE Hex package, at the version the project uses.
+    """Search the documentation of a Hex package, at the version the project uses.
 
+    With `package`: that one package (best when you know which library the question is
+    about; for a question spanning known packages, make one call per package). The first
+    search of a package downloads and indexes its docs, which can take a while.
+    Without `package`: every package the project's mix.lock pins, plus Elixir's own apps,
+    ranked as one list; use it when you do not know which dependency holds the answer.
+    Each hit names its package and version. `packages` narrows that to a few.
     Returns the best matching passages, each with its title, ref, version and hexdocs_url
     to cite. Read the `notices` first: they say when the version differs from what you
-    expected, when results are degraded, or when the package is still being indexed (then
-    call again with the same arguments in a little while, or check ingestion_status).
-    The first search of a package downloads and indexes its docs, which can take a while.
+    expected, when results are degraded, which project packages are not indexed yet
+    (they are queued), or when the package is still being indexed (then call again with
+    the same arguments in a little while, or check ingestion_status).
     For an exact identifier ('Ecto.Repo.insert/2') prefer get_docs.
     """
     service = await _service(ctx)
+    if package is None:
+        if version is not None or examples_only:
+            raise UserInputError(
+                "version and examples_only apply to one package; pass package with them"
+            )
+        result = await service.search_project_deps(query, packages=packages, limit=limit)
+        data = result.to_dict()
+        return _answer(data, formatting.search_result(data))
+    if packages:
+        raise UserInputError("pass either package or packages, not both")
     async with reporting_progress(ctx, service) as on_progress:
         result = await service.search_docs(
             package, query, version, limit=limit, examples_only=examples_only, progress=on_progress

@@ -37,8 +37,8 @@ DOCS = f"/repo/docs/{PACKAGE}-{VERSION}.tar.gz"
 # name -> (parameters in order, required, readOnlyHint, openWorldHint)
 CONTRACT: dict[str, tuple[list[str], list[str], bool, bool]] = {
     "search_docs": (
-        ["package", "query", "version", "limit", "examples_only"],
-        ["package", "query"],
+        ["query", "package", "packages", "version", "limit", "examples_only"],
+        ["query"],
         True,
         True,
     ),

@@ -26,6 +26,8 @@ from hexlocal_core.evaluation.queries import KINDS, EvalQuery
 from hexlocal_core.evaluation.relevance import relevant_ids
 from hexlocal_core.index.store import Store
 from hexlocal_core.model import Hit, Notice
+from hexlocal_core.search.cross_package import ScopedSearcher
+from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.sanitizer import to_match
 
 EVAL_MODES = ("fts", "vector", "rrf", "rerank")
@@ -65,6 +67,9 @@ class EvalOptions:
     only: str | None = None  # one of queries.KINDS, or None for every kind
     exact: bool = True  # the engine's exact-identifier lookup
     warmup: bool = True  # one untimed search per mode first, so model loading is not timed
+    # Drop each query's package: search every package the set has indexed, fused as the
+    # project-wide search_docs does (search/cross_package.py), so the scope decides.
+    all_packages: bool = False
 
 
 @frozen
@@ -261,6 +266,10 @@ async def run_eval(
     chosen = [q for q in queries if options.only is None or q.kind == options.only]
     fp = fingerprint(store)
     ready = [q for q in chosen if _status(q, fp) is None]
+    if options.all_packages:  # the set's indexed packages are the "project"
+        if not isinstance(searcher, SearchEngine):
+            raise UserInputError("the all-packages eval needs the search engine")
+        searcher = ScopedSearcher(searcher, sorted({q.package for q in ready}))
     await _warm_up(searcher, ready, options)
     results: list[QueryResult] = []
     for query in chosen:

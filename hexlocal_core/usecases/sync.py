@@ -104,10 +104,17 @@ class Syncer:
     # -- the use case ---------------------------------------------------------------------
 
     async def sync(
-        self, *, wait: bool, progress: SyncProgress | None, retry_failed: bool
+        self,
+        *,
+        wait: bool,
+        progress: SyncProgress | None,
+        retry_failed: bool,
+        fresh: bool = True,
     ) -> SyncReport:
+        """`fresh=False` reuses the last `elixir --version` answer (a BEAM start): a
+        project-wide search queues what is missing on every call and must not pay it."""
         started = time.perf_counter()
-        gathered = await self._gather(fresh=True)
+        gathered = await self._gather(fresh=fresh)
         indexed = {p.name: p.version for p in await in_worker(self._store.packages)}
         queued: list[str] = []
 

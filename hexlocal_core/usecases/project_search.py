@@ -1,0 +1,168 @@
+"""search_docs without a package: every package the project runs, at the version it runs.
+
+The scope is what `sync` tracks (`Syncer.states()`): mix.lock's deps and Elixir's own apps
+at the project's Elixir version. Only packages indexed at that version are searched now;
+the rest are named in one notice and queued for the sync worker, so a project-wide search
+never waits on a download.
+
+Ranking across packages (fair to small ones): `search/cross_package.py`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import attrs
+
+from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
+from hexlocal_core.errors import UserInputError
+from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
+from hexlocal_core.search.cross_package import search_many
+from hexlocal_core.search.engine import MODES, SearchEngine
+from hexlocal_core.usecases.sync import Syncer
+from hexlocal_core.versions import ELIXIR_APPS, validate_package_name
+
+# SearchResult.package of a project-wide answer; each hit names its own package@version.
+ALL_PACKAGES = "project dependencies"
+# How many packages one notice names before "and N more" (a 60-package lock stays short).
+NOTICE_NAMES = 12
+# States the sync worker will take up when asked again (queued rows may have no worker in
+# this process: a CLI run, or a server started with HEXLOCAL_SYNC_ON_START=false).
+_QUEUEABLE = (SyncState.NOT_INDEXED, SyncState.OUTDATED, SyncState.QUEUED)
+
+
+@attrs.frozen
+class _Scope:
+    searchable: tuple[PackageState, ...]  # indexed at the version the project runs
+    missing: tuple[PackageState, ...]  # the project runs them; not indexed at that version
+    unknown: tuple[str, ...]  # asked for by name, neither locked nor indexed
+
+
+class ProjectSearch:
+    def __init__(self, syncer: Syncer, engine: SearchEngine, *, rerank_enabled: bool) -> None:
+        self._syncer = syncer
+        self._engine = engine
+        self._rerank_enabled = rerank_enabled
+
+    async def search(
+        self, query: str, *, packages: Sequence[str] | None, limit: int, mode: str
+    ) -> SearchResult:
+        started = time.perf_counter()
+        query = check_query(query)
+        limit = check_limit(limit)
+        wanted = _wanted(packages)
+        if mode not in MODES:  # the engine checks too, but an empty scope never reaches it
+            raise UserInputError(
+                f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
+            )
+        if mode == "rerank" and not self._rerank_enabled:
+            mode = "rrf"  # switched off on purpose: no notice owed
+        scope = _scope(await self._syncer.states(), wanted)
+        notices: list[Notice] = []
+        missing = scope.missing
+        if any(s.state in _QUEUEABLE for s in missing):
+            report = await self._syncer.sync(
+                wait=False, progress=None, retry_failed=False, fresh=False
+            )
+            missing = _scope(report.packages, wanted).missing
+        if missing:
+            notices.append(_missing_notice(missing, len(scope.searchable) + len(missing)))
+        if scope.unknown:
+            notices.append(_unknown_notice(scope.unknown))
+        names = [s.name for s in scope.searchable]
+        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
+        hits = outcome.hits
+        notices.extend(outcome.notices)
+        if not scope.searchable and not missing and not scope.unknown:
+            notices.append(_empty_scope_notice())
+        elif not hits and scope.searchable:
+            shown = ", ".join(names[:NOTICE_NAMES])
+            notices.append(
+                Notice(
+                    "no_results",
+                    f"Nothing in the indexed docs of {shown} matched {query[:80]!r}. Try the "
+                    "packages' own vocabulary (module or function names).",
+                )
+            )
+        total_ms = round((time.perf_counter() - started) * 1000, 2)
+        return SearchResult(
+            package=ALL_PACKAGES,
+            version=None,
+            query=query,
+            hits=hits,
+            notices=tuple(notices),
+            version_source="mix.lock",
+            timings_ms={"total": total_ms, "packages": float(len(scope.searchable))},
+        )
+
+
+def _wanted(packages: Sequence[str] | None) -> tuple[str, ...] | None:
+    if packages is None:
+        return None
+    if len(packages) > MAX_SEARCH_PACKAGES:
+        raise UserInputError(
+            f"at most {MAX_SEARCH_PACKAGES} packages in one search; leave packages out to "
+            "search every package the project runs"
+        )
+    names = tuple(dict.fromkeys(validate_package_name(p) for p in packages))
+    return names or None  # an empty list means "no restriction", as leaving it out does
+
+
+def _scope(states: Sequence[PackageState], wanted: tuple[str, ...] | None) -> _Scope:
+    by_name = {s.name: s for s in states}
+    if wanted is None:
+        # Elixir's apps indexed while HEXLOCAL_SYNC_ELIXIR=false (so not "locked") are
+        # still the project's language: searched at the version indexed.
+        chosen = [s for s in states if s.locked or s.name in ELIXIR_APPS]
+        unknown: tuple[str, ...] = ()
+    else:
+        chosen = [by_name[n] for n in wanted if n in by_name]
+        unknown = tuple(n for n in wanted if n not in by_name)
+    searchable = tuple(s for s in chosen if s.state is SyncState.INDEXED)
+    missing = tuple(s for s in chosen if s.state is not SyncState.INDEXED)
+    return _Scope(searchable, missing, unknown)
+
+
+def _missing_notice(missing: Sequence[PackageState], total: int) -> Notice:
+    parts = [_describe(s) for s in missing[:NOTICE_NAMES]]
+    if len(missing) > NOTICE_NAMES:
+        parts.append(f"and {len(missing) - NOTICE_NAMES} more")
+    queued = any(s.state in (SyncState.QUEUED, SyncState.INDEXING) for s in missing)
+    then = (
+        " Queued ones are indexed in the background (or run `hexlocal sync`); search again "
+        "later, or call search_docs with that package to index it now."
+        if queued
+        else " Call search_docs with that package to index it now."
+    )
+    return Notice(
+        "packages_not_indexed",
+        f"{len(missing)} of the project's {total} packages are not searched yet: "
+        f"{'; '.join(parts)}.{then}",
+    )
+
+
+def _describe(state: PackageState) -> str:
+    version = f" {state.locked_version}" if state.locked_version else ""
+    what = str(state.state)
+    if state.state is SyncState.INDEXING and state.chunks_total:
+        what = f"indexing {state.chunks_embedded}/{state.chunks_total}"
+    if state.reason and state.state in (SyncState.FAILED, SyncState.SKIPPED):
+        what = f"{what}: {state.reason[:120]}"
+    return f"{state.name}{version} ({what})"
+
+
+def _unknown_notice(names: Sequence[str]) -> Notice:
+    return Notice(
+        "package_not_in_project",
+        f"{', '.join(names)}: not in the project's mix.lock and not indexed, so not searched; "
+        "call search_docs with package=NAME to index and search it.",
+    )
+
+
+def _empty_scope_notice() -> Notice:
+    return Notice(
+        "no_project_packages",
+        "No package to search: no mix.lock (with Hex deps) at or above the project root and "
+        "nothing indexed. Set PROJECT_ROOT to the project's folder, or pass a package.",
+    )

@@ -1,0 +1,288 @@
+"""Project-wide search (`Hexlocal.search_project_deps`): a mix.lock in tmp, the fake hex
+serving the corpus's real tarballs, the real parser and SQLite. The HashingEmbedder keeps
+ingestion fast; its vectors are noise, so the relevance tests search in `fts` mode: each
+package's own BM25 ranks, fused across packages, which is what size must not distort."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from hexlocal_core.config import Settings
+from hexlocal_core.errors import UserInputError
+from hexlocal_core.model import Hit, SyncState
+from hexlocal_core.search.cross_package import fuse_packages
+from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.service import Hexlocal, build
+from hexlocal_core.usecases.project_search import ALL_PACKAGES
+from tests.fakes.fake_hex import FakeHex, client_for, settings_for
+from tests.helpers import HashingEmbedder
+
+INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
+NOT_INDEXED = {"telemetry": "1.2.1"}
+WAIT_S = 20.0  # upper bound for the background sync to finish; never a speed assertion
+
+
+def lock_text(pins: dict[str, str]) -> str:
+    lines = [
+        f'  "{name}": {{:hex, :{name}, "{version}", "abc", [:mix], [], "hexpm", "def"}},'
+        for name, version in pins.items()
+    ]
+    return "%{\n" + "\n".join(lines) + "\n}\n"
+
+
+def project(fake: FakeHex, tmp_path: Path, pins: dict[str, str]) -> Settings:
+    settings: Settings = settings_for(
+        fake, tmp_path, ai_rerank_model="off", sync_elixir=False, sync_on_start=False
+    )
+    root = settings.project_root
+    (root / "mix.exs").write_text("defmodule App.MixProject do\nend\n")
+    (root / "mix.lock").write_text(lock_text(pins))
+    return settings
+
+
+def make(fake: FakeHex, tmp_path: Path, pins: dict[str, str]) -> Hexlocal:
+    settings = project(fake, tmp_path, pins)
+    return build(
+        settings,
+        embedder=HashingEmbedder(),
+        reranker=None,
+        registry=client_for(settings),
+        load_models=False,
+    )
+
+
+@pytest.fixture
+async def svc(fake_hex: FakeHex, tmp_path: Path) -> AsyncIterator[Hexlocal]:
+    service = make(fake_hex, tmp_path, {**INDEXED, **NOT_INDEXED})
+    for name, version in INDEXED.items():
+        await service.ingest(name, version)
+    yield service
+    await service.aclose()
+
+
+def labels(hits: tuple[Hit, ...]) -> list[str]:
+    return [f"{h.package}@{h.version}" for h in hits]
+
+
+async def test_a_query_one_package_answers_puts_that_package_first(svc: Hexlocal) -> None:
+    result = await svc.search_project_deps("MIME type of a file extension", limit=5, mode="fts")
+    assert result.package == ALL_PACKAGES
+    assert result.hits, result.notices
+    assert result.hits[0].package == "mime" and result.hits[0].version == "2.0.7"
+    for hit in result.hits:  # every hit names the package and the locked version
+        assert hit.version == INDEXED[hit.package]
+    assert [h.final_rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+
+    decode = await svc.search_project_deps("decode JSON into maps with atom keys", mode="fts")
+    assert decode.hits[0].package == "jason", labels(decode.hits)
+
+
+async def test_unindexed_packages_are_named_once_and_queued(svc: Hexlocal) -> None:
+    result = await svc.search_project_deps("validate keyword options", mode="fts")
+    missing = [n for n in result.notices if n.code == "packages_not_indexed"]
+    assert len(missing) == 1
+    assert "telemetry 1.2.1" in missing[0].message
+    assert not any(h.package == "telemetry" for h in result.hits)
+    # Queued for the sync worker, which indexes it in the background.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    while True:
+        states = {s.name: s for s in await svc.project_packages()}
+        if states["telemetry"].state is SyncState.INDEXED:
+            break
+        assert states["telemetry"].state in (SyncState.QUEUED, SyncState.INDEXING)
+        assert loop.time() < deadline, states["telemetry"]
+        await asyncio.sleep(0.05)
+    again = await svc.search_project_deps("attach a handler to an event", mode="fts")
+    assert not any(n.code == "packages_not_indexed" for n in again.notices)
+    assert "telemetry" in {h.package for h in again.hits}
+
+
+async def test_packages_restricts_the_scope(svc: Hexlocal) -> None:
+    result = await svc.search_project_deps(
+        "MIME type of a file extension", packages=["jason", "nimble_options"], mode="fts"
+    )
+    assert result.hits and {h.package for h in result.hits} <= {"jason", "nimble_options"}
+    assert not any(n.code == "packages_not_indexed" for n in result.notices)
+
+    unknown = await svc.search_project_deps("decode", packages=["jason", "ecto"], mode="fts")
+    codes = {n.code: n.message for n in unknown.notices}
+    assert "ecto" in codes["package_not_in_project"]
+    assert {h.package for h in unknown.hits} == {"jason"}
+
+    with pytest.raises(UserInputError):
+        await svc.search_project_deps("decode", packages=["Not A Name"])
+
+
+async def test_a_big_package_does_not_drown_a_small_one(fake_hex: FakeHex, tmp_path: Path) -> None:
+    # plug 1.19.2 has 547 chunks, nimble_options 64; "options" is all over plug's docs.
+    service = make(fake_hex, tmp_path, {"plug": "1.19.2", "nimble_options": "1.1.1"})
+    try:
+        for name, version in (("plug", "1.19.2"), ("nimble_options", "1.1.1")):
+            await service.ingest(name, version)
+        sizes = {p.name: p.chunk_count for p in service.list_packages()}
+        assert sizes["plug"] > 5 * sizes["nimble_options"]
+        query = "validate options against a schema"
+        small = await service.search_docs("nimble_options", query, limit=1, mode="fts")
+        result = await service.search_project_deps(query, limit=5, mode="fts")
+        refs = [(h.package, h.ref) for h in result.hits]
+        assert ("nimble_options", small.hits[0].ref) in refs, refs
+    finally:
+        await service.aclose()
+
+
+def hit(package: str, rank: int, *, fts: bool = True, vec: bool = True) -> Hit:
+    return Hit(
+        chunk_id=hash((package, rank)) & 0xFFFF,
+        package=package,
+        version="1.0.0",
+        ref=f"{package}.html#{rank}",
+        title=f"{package} {rank}",
+        doc_type="function",
+        content="",
+        hexdocs_url="",
+        source_url=None,
+        fts_rank=rank if fts else None,
+        vec_rank=rank if vec else None,
+    )
+
+
+def test_fusion_weighs_ranks_not_sizes() -> None:
+    engine = SearchEngine(None, None, None)  # type: ignore[arg-type]  # only its tuning is read
+    big = [hit("elixir", r) for r in range(1, 6)]
+    small = [hit("jason", 1)]
+    vector_only = [hit("mime", 1, fts=False)]
+    fused = fuse_packages([big, vector_only, small], engine, "encode a map", 5)
+    packages = [h.package for h in fused]
+    # Rank 1 of the small package ties rank 1 of the big one and beats its rank 2; a
+    # package only the vector arm reached comes after every keyword match at equal rank.
+    assert packages[:2] == ["elixir", "jason"] and "mime" not in packages[:5]
+    assert len(fused) == 5
+
+
+# -- the faces ------------------------------------------------------------------------------
+
+
+async def test_mcp_search_docs_without_a_package_searches_the_project(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    from fastmcp import Client
+    from mcp_types import TextContent
+
+    from hexlocal_mcp.server import create_server
+
+    settings = project(fake_hex, tmp_path, INDEXED)
+
+    def factory() -> Hexlocal:
+        return build(
+            settings,
+            embedder=HashingEmbedder(),
+            reranker=None,
+            registry=client_for(settings),
+            load_models=False,
+        )
+
+    async with Client(create_server(factory)) as client:
+        for name in ("jason", "mime"):
+            await client.call_tool("search_docs", {"package": name, "query": "x"})
+        found = await client.call_tool(
+            "search_docs", {"query": "MIME type of a file extension"}, raise_on_error=False
+        )
+        assert not found.is_error
+        data = found.structured_content
+        assert data is not None and data["package"] == ALL_PACKAGES
+        assert data["results"][0]["package"] == "mime"
+        block = found.content[0]
+        assert isinstance(block, TextContent)
+        assert "mime@2.0.7" in block.text
+        assert "nimble_options 1.1.1" in block.text  # named: locked, not indexed
+        both = await client.call_tool(
+            "search_docs",
+            {"query": "x", "package": "jason", "packages": ["mime"]},
+            raise_on_error=False,
+        )
+        assert both.is_error
+
+
+async def test_cli_search_all(
+    fake_hex: FakeHex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from hexlocal_cli import common
+    from hexlocal_cli.main import cli
+
+    service = make(fake_hex, tmp_path, INDEXED)
+    await service.ingest("jason", "1.4.4")
+    await service.aclose()
+    for name, value in {
+        "HEX_API_URL": fake_hex.api_url,
+        "HEX_MIRROR": fake_hex.mirror_url,
+        "PROJECT_ROOT": str(tmp_path / "project"),
+        "DATABASE_PATH": str(tmp_path / "hexlocal.db"),
+        "AI_RERANK_MODEL": "off",
+        "HEXLOCAL_SYNC_ELIXIR": "false",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+    def fake_build(settings: Settings, *, load_models: bool = True) -> Hexlocal:
+        return build(
+            settings,
+            embedder=HashingEmbedder(),
+            reranker=None,
+            registry=client_for(settings),
+            load_models=False,
+        )
+
+    monkeypatch.setattr(common, "build_service", fake_build)
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, list(args), prog_name="hexlocal")
+        return result.exit_code, result.output
+
+    code, out = await asyncio.to_thread(run, "search", "--all", "decode JSON", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["package"] == ALL_PACKAGES and data["results"][0]["package"] == "jason"
+    code, out = await asyncio.to_thread(run, "search", "--all", "decode JSON", "--mode", "fts")
+    assert code == 0 and "jason@1.4.4" in out, out
+    code, out = await asyncio.to_thread(run, "search", "--all", "jason", "decode")
+    assert code == 2 and "only QUERY" in out
+
+
+# -- the eval mode that drops the package ----------------------------------------------------
+
+
+async def test_eval_all_packages_drops_each_querys_package(svc: Hexlocal) -> None:
+    from hexlocal_core.evaluation import EvalOptions, load_queries
+
+    dev = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev.jsonl"
+    if not dev.exists():
+        pytest.skip("the shared eval set is not here")
+    queries = [q for q in load_queries(dev) if q.package in INDEXED]
+    assert queries
+    runs = {}
+    for all_packages in (False, True):
+        options = EvalOptions(modes=("fts",), all_packages=all_packages, warmup=False)
+        report = await svc.evaluate(queries, options, source="dev")
+        runs[all_packages] = report
+    per_package, project = runs[False], runs[True]
+    assert [r.status for r in project.results] == [r.status for r in per_package.results]
+    prefixes = {"jason": "Jason", "mime": "MIME", "nimble_options": "NimbleOptions"}
+    foreign = [
+        doc.ref
+        for r in project.results
+        if (run := r.run("fts")) is not None
+        for doc in run.returned
+        if not doc.ref.startswith(prefixes[r.query.package])
+        and not doc.ref.startswith(("readme", "changelog", "license"))
+    ]
+    assert foreign, "every hit came from the query's own package: it was not dropped"
+    score = {s.kind: s for s in project.scores}["all"]
+    assert score.queries == len(queries) and score.recall_at_5 > 0
