@@ -109,11 +109,41 @@ def issues(
 
 
 @click.command()
-def serve() -> None:
-    """Run the MCP server on stdio (what MCP clients start; stdout is the protocol)."""
+@click.option("--http", "http_", is_flag=True, help="Serve MCP over streamable HTTP at /mcp.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind with --http (0.0.0.0 for every interface).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to bind with --http (0 picks a free one).",
+)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="With --http on a loopback address only: accept requests without a token.",
+)
+def serve(http_: bool, host: str, port: int, no_auth: bool) -> None:
+    """Run the MCP server on stdio (what MCP clients start; stdout is the protocol).
+
+    With --http, serve the same tools over streamable HTTP until SIGTERM: every request
+    needs `Authorization: Bearer $HEXLOCAL_HTTP_TOKEN` (or the token in
+    HEXLOCAL_HTTP_TOKEN_FILE), except GET /health. See docs/deployment.md.
+    """
     from hexlocal_mcp.server import main
 
-    main([])  # not sys.argv: "serve" is this command's name, not a server argument
+    if not http_:
+        if no_auth or host != "127.0.0.1" or port != 8765:
+            raise click.UsageError("--host, --port and --no-auth need --http")
+        main([])  # not sys.argv: "serve" is this command's name, not a server argument
+        return
+    args = ["--http", "--host", host, "--port", str(port)]
+    main([*args, "--no-auth"] if no_auth else args)
 
 
 COMMANDS = (usage, issues, serve)

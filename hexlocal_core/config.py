@@ -183,6 +183,12 @@ class Settings:
     elixir_home: Path | None = None  # where Elixir's own libs live (else found from PATH)
     sync_on_start: bool = True  # a long-lived process (the MCP server) syncs in the background
     sync_elixir: bool = True  # `sync` indexes Elixir's own apps too (elixir, eex, ex_unit, ...)
+    # The bearer token `hexlocal serve --http` requires (HEXLOCAL_HTTP_TOKEN, or the first
+    # line of HEXLOCAL_HTTP_TOKEN_FILE, which keeps it out of the process environment).
+    http_token: Secret = field(factory=lambda: Secret(""))
+    http_token_file: Path | None = None
+    # After SIGTERM, how long calls in flight may run before they are cut off.
+    http_shutdown_grace_s: float = 7.0
     warnings: tuple[str, ...] = ()
 
     @property
@@ -236,6 +242,11 @@ class Settings:
             elixir_home=_opt_path(r.raw("ELIXIR_HOME")),
             sync_on_start=r.flag("HEXLOCAL_SYNC_ON_START", True),
             sync_elixir=r.flag("HEXLOCAL_SYNC_ELIXIR", True),
+            http_token=_http_token(r),
+            http_token_file=_opt_path(r.raw("HEXLOCAL_HTTP_TOKEN_FILE")),
+            http_shutdown_grace_s=r.number(
+                "HEXLOCAL_HTTP_SHUTDOWN_GRACE_S", 7.0, minimum=1.0, maximum=3600.0
+            ),
             mcp_log_level=r.choice(
                 "MCP_LOG_LEVEL", "info", ("debug", "info", "warning", "error", "critical")
             ),
@@ -251,6 +262,31 @@ _FALSE = ("0", "false", "no", "off")
 
 def _opt_path(value: str | None) -> Path | None:
     return Path(value).expanduser() if value else None
+
+
+def _http_token(r: _Reader) -> Secret:
+    """HEXLOCAL_HTTP_TOKEN, else the file HEXLOCAL_HTTP_TOKEN_FILE names (Docker/systemd
+    secrets are files). An unreadable file leaves no token, and `serve --http` refuses to
+    start without one, so a typo in the path cannot silently open the server."""
+    token = r.raw("HEXLOCAL_HTTP_TOKEN")
+    path = _opt_path(r.raw("HEXLOCAL_HTTP_TOKEN_FILE"))
+    if token is not None:
+        if path is not None:
+            msg = "HEXLOCAL_HTTP_TOKEN and HEXLOCAL_HTTP_TOKEN_FILE are both set; using the first"
+            r.warnings.append(msg)
+            log.warning(msg)
+        return Secret(token)
+    if path is None:
+        return Secret("")
+    try:
+        lines = path.read_text(encoding="utf-8").strip().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        msg = f"HEXLOCAL_HTTP_TOKEN_FILE={str(path)!r} cannot be read ({why}); no HTTP token set"
+        r.warnings.append(msg)
+        log.warning(msg)
+        return Secret("")
+    return Secret(lines[0].strip() if lines else "")
 
 
 _ENV_NAMES = (
@@ -287,4 +323,7 @@ ENV_VARIABLES = _ENV_NAMES + (
     "ELIXIR_HOME",
     "HEXLOCAL_SYNC_ON_START",
     "HEXLOCAL_SYNC_ELIXIR",
+    "HEXLOCAL_HTTP_TOKEN",
+    "HEXLOCAL_HTTP_TOKEN_FILE",
+    "HEXLOCAL_HTTP_SHUTDOWN_GRACE_S",
 )

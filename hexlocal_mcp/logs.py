@@ -13,7 +13,7 @@ import sys
 
 from hexlocal_core.config import Settings
 
-LOGGERS = ("hexlocal", "fastmcp", "mcp")
+LOGGERS = ("hexlocal", "fastmcp", "mcp", "uvicorn")  # uvicorn: `serve --http`
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 log = logging.getLogger("hexlocal.mcp")

@@ -93,6 +93,19 @@ class ServiceHost:
         except Exception:  # a model that fails to load must not take the server down
             log.exception("loading the models failed; searches will retry on first use")
 
+    def ready(self) -> Hexlocal | None:
+        """The service if it has started, else None (still starting, or failed: see `failed`)."""
+        boot = self._boot
+        if boot is None or not boot.done() or boot.cancelled() or boot.exception() is not None:
+            return None
+        return boot.result()
+
+    def failed(self) -> bool:
+        boot = self._boot
+        return (
+            boot is not None and boot.done() and (boot.cancelled() or boot.exception() is not None)
+        )
+
     async def service(self) -> Hexlocal:
         """The built service; a failed start becomes a tool error naming the cause."""
         if self._boot is None:
@@ -202,8 +215,19 @@ def default_factory(settings: Settings) -> ServiceFactory:
     return factory
 
 
+class HostSlot:
+    """Where the running lifespan's ServiceHost can be found outside a tool call (the HTTP
+    health endpoint reads it); empty before the lifespan starts and after it ends."""
+
+    def __init__(self) -> None:
+        self.host: ServiceHost | None = None
+
+
 def create_server(
-    service_factory: ServiceFactory | None = None, *, settings: Settings | None = None
+    service_factory: ServiceFactory | None = None,
+    *,
+    settings: Settings | None = None,
+    slot: HostSlot | None = None,
 ) -> FastMCP[Any]:
     """The FastMCP server; tests inject `service_factory` to use fakes for remote ports."""
     if service_factory is None:
@@ -217,15 +241,19 @@ def create_server(
     async def lifespan(_server: FastMCP[Any]) -> AsyncIterator[dict[str, Any]]:
         host = ServiceHost(factory, database_path=database_path)
         host.start()
+        if slot is not None:
+            slot.host = host
         try:
             yield {tools.HOST_KEY: host}
         finally:
+            if slot is not None:
+                slot.host = None
             await host.close()
 
     mcp: FastMCP[Any] = FastMCP(
         "hexlocal",
         instructions=INSTRUCTIONS,
-        version=_version(),
+        version=server_version(),
         lifespan=lifespan,
         middleware=[ArgumentErrors()],
         mask_error_details=True,  # the tools translate errors; nothing else may leak internals
@@ -242,7 +270,7 @@ def create_server(
     return mcp
 
 
-def _version() -> str:
+def server_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -252,16 +280,24 @@ def _version() -> str:
 
 
 USAGE = """\
-Usage: hexlocal-mcp [--help | --version]
+Usage: hexlocal-mcp [--help | --version | --http [--host H] [--port P] [--no-auth]]
 
   hexlocal's MCP server on stdio: an MCP client (Claude Code, Cursor, ...) starts it and
   talks JSON-RPC over stdin/stdout until it closes stdin. Logs go to stderr (and to
   MCP_LOG_FILE). Settings come from the environment: PROJECT_ROOT, DATABASE_PATH, ...;
   `hexlocal doctor` shows them resolved. `hexlocal serve` is the same server.
 
+  With --http it serves the same tools over MCP's streamable HTTP at /mcp until SIGTERM,
+  with a bearer token from HEXLOCAL_HTTP_TOKEN (or HEXLOCAL_HTTP_TOKEN_FILE) and an open
+  GET /health; see docs/deployment.md.
+
 Options:
   -h, --help  Show this message and exit.
   --version   Show the version and exit.
+  --http      Serve over streamable HTTP instead of stdio.
+  --host H    Address to bind with --http (default 127.0.0.1).
+  --port P    Port to bind with --http (default 8765; 0 picks a free one).
+  --no-auth   With --http on a loopback address only: no token required.
 """
 
 
@@ -273,6 +309,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     (exit 2), since the server takes its settings from the environment only.
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--http" in args:
+        raise SystemExit(_serve_http(args))
     if args:
         raise SystemExit(_answer_argv(args))
     logs.bootstrap()
@@ -286,13 +324,30 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
 
 
+def _serve_http(args: Sequence[str]) -> int:
+    import argparse
+
+    from hexlocal_mcp import http
+
+    parser = argparse.ArgumentParser(prog="hexlocal-mcp", add_help=False)
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--host", default=http.DEFAULT_HOST)
+    parser.add_argument("--port", type=int, default=http.DEFAULT_PORT)
+    parser.add_argument("--no-auth", action="store_true")
+    parsed = parser.parse_args(list(args))  # a bad argument: usage on stderr, exit 2
+    if not 0 <= parsed.port <= 65535:
+        parser.error(f"--port {parsed.port} is not a port (0-65535)")
+    options = http.HttpOptions(host=parsed.host, port=parsed.port, no_auth=parsed.no_auth)
+    return http.run(options)
+
+
 def _answer_argv(args: Sequence[str]) -> int:
     """The exit code for a command line with arguments (help and version go to stdout)."""
     if args[0] in ("-h", "--help"):
         sys.stdout.write(USAGE)
         return 0
     if args[0] == "--version":
-        sys.stdout.write(f"hexlocal-mcp, version {_version()}\n")
+        sys.stdout.write(f"hexlocal-mcp, version {server_version()}\n")
         return 0
     shown = args[0].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     sys.stderr.write(
