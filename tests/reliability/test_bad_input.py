@@ -46,6 +46,7 @@ BASE: dict[str, dict[str, Any]] = {
     "recall": {"query": "decode"},
     "search_github_issues": {"query": "session", "repo": "zoedsoupe/anubis-mcp"},
     "get_token_usage": {},
+    "diff_versions": {"package": "jason", "from_version": "1.4.4", "to_version": "1.4.5"},
 }
 
 # Arguments a case also changes, for the argument to be the one in effect.
@@ -84,6 +85,24 @@ CASES: list[tuple[str, str, Any, str]] = [
     ("search_docs", "limit", 1.5, r"limit"),
     ("search_docs", "examples_only", "maybe", r"examples_only"),
     ("search_docs", "examples_only", [True], r"examples_only"),
+    ("search_docs", "packages", "jason", r"packages"),
+    ("search_docs", "packages", [123], r"packages"),
+    ("search_docs", "packages", ["Bad Name"], r"package"),
+    ("search_docs", "packages", ["jason"] * 10_000, r"packages|at most"),
+    # diff_versions
+    ("diff_versions", "package", "", r"package"),
+    ("diff_versions", "package", "Bad Name", r"package name|Bad Name"),
+    ("diff_versions", "package", MB, r"package"),
+    ("diff_versions", "package", "no_such_pkg", r"no_such_pkg"),
+    ("diff_versions", "from_version", "not-a-version", r"not-a-version"),
+    ("diff_versions", "from_version", "9.9.9", r"9\.9\.9"),
+    ("diff_versions", "to_version", MB[:100_000], r"version"),
+    ("diff_versions", "to_version", "1.4\x00.5", r"version|1\.4"),
+    ("diff_versions", "kind", "everything", r"kind"),
+    ("diff_versions", "limit", 0, r"limit"),
+    ("diff_versions", "limit", 10**12, r"limit"),
+    ("diff_versions", "offset", -1, r"offset"),
+    ("diff_versions", "offset", "ten", r"offset"),
     # hostile FTS syntax is a valid query: answered, never an FTS5 syntax error
     *(
         ("search_docs", "query", q, OK)
