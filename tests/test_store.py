@@ -292,3 +292,37 @@ def test_two_writers_wait_instead_of_failing(tmp_path: Path) -> None:
         t.join()
     assert not errors
     assert scalar(setup, "SELECT count(*) FROM t") == 400
+
+
+def test_a_full_disk_is_one_clear_error_and_nothing_is_written(tmp_path: Path) -> None:
+    """SQLITE_FULL mid-write (the page limit stands in for a full disk: SQLite answers both
+    with the same error) rolls back and says what to do, naming the file."""
+    store = Store(tmp_path / "full.db")
+    _write(store, "pkg", [("A.html", "first version")])
+    before = _database_state(store.conn)
+    pages = scalar(store.conn, "PRAGMA page_count")
+    store.conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    emb = HashingEmbedder()
+    chunks = [
+        chunk_of(item(f"B.html#b{i}/0", "long text " * 400 + str(i), version="2.0.0"))
+        for i in range(40)
+    ]
+    write = PackageWrite(
+        name="pkg",
+        version="2.0.0",
+        source="hexdocs",
+        chunker_version=1,
+        item_count=len(chunks),
+        chunks=chunks,
+        vectors=np.stack([emb.vector(c.embedding_text()) for c in chunks]),
+        embed_model=emb.model_id,
+        embed_provider="test",
+    )
+    with pytest.raises(StoreError, match=r"full\.db is full .*free space") as raised:
+        store.replace_package(write)
+
+    assert isinstance(raised.value.__cause__, apsw.FullError)
+    assert "\n" not in str(raised.value)
+    store.conn.execute(f"PRAGMA max_page_count = {2**30}")
+    assert _database_state(store.conn) == before
+    assert scalar(store.conn, "PRAGMA integrity_check") == "ok"

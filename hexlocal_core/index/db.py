@@ -91,15 +91,24 @@ def atomic(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    try:
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
+        # SQLite may already have rolled back (SQLITE_FULL can end the transaction itself);
+        # a second ROLLBACK would raise and hide the cause.
         if not conn.get_autocommit():
             conn.execute("ROLLBACK")
+        if isinstance(exc, apsw.FullError):
+            raise disk_full(conn) from exc
         raise
+
+
+def disk_full(conn: apsw.Connection) -> StoreError:
+    """SQLITE_FULL as the user can act on it; nothing of the write was kept."""
+    where = conn.filename or "the index database"
+    return StoreError(
+        f"the disk holding {where} is full (nothing was written); free space and retry, "
+        "or point DATABASE_PATH at a disk with room"
+    )
 
 
 def rows(conn: apsw.Connection, sql: str, params: Any = ()) -> list[dict[str, Any]]:
