@@ -117,3 +117,26 @@ def write_package(
             embed_provider="test",
         )
     )
+
+
+def index_corpus_package(path: Path, tarball: Path, package: str, version: str) -> Path:
+    """A real index of one corpus tarball at `path` (the real parsers and pipeline; the
+    hashing embedder, so no model is needed): what engine tests rank against."""
+    import asyncio
+
+    from hexlocal_core.ingest.hexdocs import parse_hexdocs
+    from hexlocal_core.ingest.pipeline import IndexRequest, index_items
+    from hexlocal_core.ingest.tarball import read_docs_tarball
+
+    parsed = parse_hexdocs(
+        read_docs_tarball(tarball.read_bytes(), max_bytes=50_000_000),
+        package=package,
+        version=version,
+    )
+    store = Store(path)
+    try:
+        request = IndexRequest(package, version, "hexdocs", parsed.items)
+        asyncio.run(index_items(store, HashingEmbedder(), request))
+    finally:
+        store.close()
+    return path

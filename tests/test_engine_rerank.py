@@ -10,7 +10,6 @@ deterministic fakes whose opinion is known, so the fusion can be checked against
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -21,12 +20,9 @@ import pytest
 from hexlocal_core.adapters.cross_encoder import build_local_reranker
 from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.index.store import Store
-from hexlocal_core.ingest.hexdocs import parse_hexdocs
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items
-from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search.engine import POOL, SearchEngine, SearchOutcome
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, index_corpus_package
 from tests.model_fixtures import model_settings
 
 PACKAGE, VERSION = "jason", "1.4.4"
@@ -40,18 +36,9 @@ Scorer = Callable[[int], list[float]]  # passages in pool order -> one score eac
 
 @pytest.fixture(scope="module")
 def db_path(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
+    tarball = corpus / "hexdocs" / f"{PACKAGE}-{VERSION}.tar.gz"
     path = tmp_path_factory.mktemp("engine") / "engine.db"
-    data = (corpus / "hexdocs" / f"{PACKAGE}-{VERSION}.tar.gz").read_bytes()
-    parsed = parse_hexdocs(
-        read_docs_tarball(data, max_bytes=50_000_000), package=PACKAGE, version=VERSION
-    )
-    store = Store(path)
-    try:
-        request = IndexRequest(PACKAGE, VERSION, "hexdocs", parsed.items)
-        asyncio.run(index_items(store, HashingEmbedder(), request))
-    finally:
-        store.close()
-    return path
+    return index_corpus_package(path, tarball, PACKAGE, VERSION)
 
 
 @pytest.fixture

@@ -7,19 +7,15 @@ query is an error paste, not embedding quality.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hexlocal_core.index.store import Store
-from hexlocal_core.ingest.hexdocs import parse_hexdocs
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items
-from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.search.engine import SearchEngine, SearchTuning, plan_query
 from hexlocal_core.search.query_shape import Shape
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, index_corpus_package
 
 PACKAGE, VERSION = "jason", "1.4.4"
 # As Elixir prints it: the raising function in the message and the top stack frame, the
@@ -41,18 +37,9 @@ FUNCTION_CLAUSE = "\n".join(
 
 @pytest.fixture(scope="module")
 def db_path(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
+    tarball = corpus / "hexdocs" / f"{PACKAGE}-{VERSION}.tar.gz"
     path = tmp_path_factory.mktemp("shapes") / "engine.db"
-    data = (corpus / "hexdocs" / f"{PACKAGE}-{VERSION}.tar.gz").read_bytes()
-    parsed = parse_hexdocs(
-        read_docs_tarball(data, max_bytes=50_000_000), package=PACKAGE, version=VERSION
-    )
-    store = Store(path)
-    try:
-        request = IndexRequest(PACKAGE, VERSION, "hexdocs", parsed.items)
-        asyncio.run(index_items(store, HashingEmbedder(), request))
-    finally:
-        store.close()
-    return path
+    return index_corpus_package(path, tarball, PACKAGE, VERSION)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from hexlocal_core.errors import SchemaTooNew, StoreError
 from hexlocal_core.index.db import atomic, connect, scalar
 from hexlocal_core.index.migrations import SCHEMA_VERSION, migrate
 from hexlocal_core.index.store import CHUNK_VEC_TABLE, PackageWrite, Store
+from hexlocal_core.model import Chunk
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.sanitizer import to_phrases
 from tests.helpers import HashingEmbedder, chunk_of, item, write_package
@@ -133,6 +134,22 @@ def test_vec0_knn_in_one_package_equals_numpy_brute_force(tmp_path: Path) -> Non
         assert got == expected
 
 
+def _version_write(name: str, version: str, chunks: list[Chunk]) -> PackageWrite:
+    """One package version's whole write, vectors from the hashing embedder."""
+    emb = HashingEmbedder()
+    return PackageWrite(
+        name=name,
+        version=version,
+        source="hexdocs",
+        chunker_version=1,
+        item_count=len(chunks),
+        chunks=chunks,
+        vectors=np.stack([emb.vector(c.embedding_text()) for c in chunks]),
+        embed_model=emb.model_id,
+        embed_provider="test",
+    )
+
+
 def _database_state(conn: apsw.Connection) -> dict[str, list[tuple[object, ...]]]:
     """Every row of every stored table (FTS and vec0 keep theirs in shadow tables), and
     the schema itself, so a comparison sees any write at all."""
@@ -170,18 +187,7 @@ def test_a_failure_mid_write_leaves_the_database_exactly_as_it_was(
     chunks = [
         chunk_of(item(f"B.html#b{i}/0", f"second version {i}", version="2.0.0")) for i in range(5)
     ]
-    emb = HashingEmbedder()
-    write = PackageWrite(
-        name="pkg",
-        version="2.0.0",
-        source="hexdocs",
-        chunker_version=1,
-        item_count=len(chunks),
-        chunks=chunks,
-        vectors=np.stack([emb.vector(c.embedding_text()) for c in chunks]),
-        embed_model=emb.model_id,
-        embed_provider="test",
-    )
+    write = _version_write("pkg", "2.0.0", chunks)
     with pytest.raises(apsw.ConstraintError, match="injected failure"):
         store.replace_package(write)
 
@@ -302,22 +308,11 @@ def test_a_full_disk_is_one_clear_error_and_nothing_is_written(tmp_path: Path) -
     before = _database_state(store.conn)
     pages = scalar(store.conn, "PRAGMA page_count")
     store.conn.execute(f"PRAGMA max_page_count = {pages + 1}")
-    emb = HashingEmbedder()
     chunks = [
         chunk_of(item(f"B.html#b{i}/0", "long text " * 400 + str(i), version="2.0.0"))
         for i in range(40)
     ]
-    write = PackageWrite(
-        name="pkg",
-        version="2.0.0",
-        source="hexdocs",
-        chunker_version=1,
-        item_count=len(chunks),
-        chunks=chunks,
-        vectors=np.stack([emb.vector(c.embedding_text()) for c in chunks]),
-        embed_model=emb.model_id,
-        embed_provider="test",
-    )
+    write = _version_write("pkg", "2.0.0", chunks)
     with pytest.raises(StoreError, match=r"full\.db is full .*free space") as raised:
         store.replace_package(write)
 
