@@ -51,7 +51,7 @@ MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"
 # A shorter token is guessable; say how to make a good one instead of accepting it.
 MIN_TOKEN_CHARS = 16
-TOKEN_HINT = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+TOKEN_HINT = "openssl rand -hex 32"  # 64 characters, nothing to install
 
 
 @frozen
