@@ -165,13 +165,19 @@ async def run(args: argparse.Namespace) -> list[Row]:
     request = _request(package, version, settings.max_docs_bytes)
     texts = _chunk_texts(request)
     embedders = {label: embedder_for(model) for label, model in MODELS.items()}
-    rows = [raw_fp32(embedders["fp32"], texts, args.repeat)]
-    rows += [hexlocal_embed(label, e, texts, args.repeat) for label, e in embedders.items()]
+    rows = [_shown(raw_fp32(embedders["fp32"], texts, args.repeat))]
+    rows += [_shown(hexlocal_embed(k, e, texts, args.repeat)) for k, e in embedders.items()]
     for spec in args.packages.split(","):
         name, _, ver = spec.strip().partition("@")
         for label, embedder in embedders.items():
-            rows.append(await ingest(label, embedder, name, ver, settings))
+            rows.append(_shown(await ingest(label, embedder, name, ver, settings)))
     return rows
+
+
+def _shown(row: Row) -> Row:
+    # Each row on stderr as it is measured: a run cut short still says something.
+    print(f"{row.name}: {row.seconds:.2f} s, {row.tokens_per_s:,.0f} tokens/s", file=sys.stderr)
+    return row
 
 
 def table(rows: Sequence[Row]) -> Table:
