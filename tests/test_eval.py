@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from hexlocal_cli import common
-from hexlocal_cli.eval_cmd import default_queries, eval_command
+from hexlocal_cli.eval_cmd import default_queries
+from hexlocal_cli.main import cli
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.evaluation import (
@@ -474,7 +475,7 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, db_path: Path, tmp_path: Path) -> P
 def test_cli_json(cli_env: Path, db_path: Path) -> None:
     # --database: eval measures its own index by default, never the project's.
     args = ["--queries", str(cli_env), "--database", str(db_path), "--modes", "fts,rrf", "--json"]
-    result = CliRunner().invoke(eval_command, args)
+    result = CliRunner().invoke(cli, ["eval", *args])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["counts"] == {"ok": 3, "broken": 1, "not indexed": 0}
@@ -484,8 +485,9 @@ def test_cli_json(cli_env: Path, db_path: Path) -> None:
 
 def test_cli_table_verbose_and_show(cli_env: Path, db_path: Path) -> None:
     result = CliRunner().invoke(
-        eval_command,
+        cli,
         [
+            "eval",
             "--queries",
             str(cli_env),
             "--database",
@@ -517,14 +519,14 @@ def test_cli_table_verbose_and_show(cli_env: Path, db_path: Path) -> None:
     ],
 )
 def test_cli_usage_errors_exit_2(cli_env: Path, args: list[str], message: str) -> None:
-    result = CliRunner().invoke(eval_command, ["--queries", str(cli_env), *args])
+    result = CliRunner().invoke(cli, ["eval", "--queries", str(cli_env), *args])
     assert result.exit_code == 2
     assert message in result.output
 
 
 def test_cli_malformed_query_file_exits_2(cli_env: Path) -> None:
     cli_env.write_text('{"id": "a"}\n', encoding="utf-8")
-    result = CliRunner().invoke(eval_command, ["--queries", str(cli_env)])
+    result = CliRunner().invoke(cli, ["eval", "--queries", str(cli_env)])
     assert result.exit_code == 2
     assert "line 1" in result.output
 
@@ -556,7 +558,7 @@ async def test_cli_ingest_indexes_the_query_set_first(
     path.write_text(SET.splitlines()[2] + "\n", encoding="utf-8")
     args = ["--queries", str(path), "--modes", "fts", "--ingest", "--json"]
     # The fake serves on this loop, so the command (its own asyncio.run) runs in a thread.
-    result = await asyncio.to_thread(CliRunner().invoke, eval_command, args)
+    result = await asyncio.to_thread(CliRunner().invoke, cli, ["eval", *args])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["counts"]["ok"] == 1
