@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
+import pytest
 
 from hexlocal_core.index.db import connect
 from hexlocal_core.index.store import PackageWrite, Store
@@ -140,3 +141,23 @@ def index_corpus_package(path: Path, tarball: Path, package: str, version: str) 
     finally:
         store.close()
     return path
+
+
+def cli_builds_with_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLI commands get a service on the hashing embedder, no reranker and a hex client
+    with test timings, pointed at whatever fake HEX_API_URL / HEX_MIRROR name."""
+    from hexlocal_cli import common
+    from hexlocal_core.config import Settings
+    from hexlocal_core.service import build
+    from tests.fakes.fake_hex import client_for
+
+    def fake_build(settings: Settings, *, load_models: bool = True) -> Hexlocal:
+        return build(
+            settings,
+            embedder=HashingEmbedder(),
+            reranker=None,
+            registry=client_for(settings),
+            load_models=False,
+        )
+
+    monkeypatch.setattr(common, "build_service", fake_build)

@@ -23,16 +23,13 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from hexlocal_cli import common
 from hexlocal_cli.main import cli
 from hexlocal_core import bounds
 from hexlocal_core.config import Settings
-from hexlocal_core.service import Hexlocal, build
 from tests.conftest import REPO_ROOT
 from tests.fakes.fake_github import FakeGitHub
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder
-from tests.hex_fixtures import client_for
+from tests.helpers import cli_builds_with_fakes
 
 PACKAGE = "nimble_pool"
 VERSION = "1.1.0"
@@ -71,16 +68,7 @@ def cli_env(
     }.items():
         monkeypatch.setenv(name, value)
 
-    def fake_build(settings: Settings, *, load_models: bool = True) -> Hexlocal:
-        return build(
-            settings,
-            embedder=HashingEmbedder(),
-            reranker=None,
-            registry=client_for(settings),
-            load_models=False,
-        )
-
-    monkeypatch.setattr(common, "build_service", fake_build)
+    cli_builds_with_fakes(monkeypatch)
     return tmp_path
 
 

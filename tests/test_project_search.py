@@ -19,7 +19,7 @@ from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.project_search import ALL_PACKAGES
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, cli_builds_with_fakes
 
 INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
 NOT_INDEXED = {"telemetry": "1.2.1"}
@@ -215,7 +215,6 @@ async def test_cli_search_all(
 
     from click.testing import CliRunner
 
-    from hexlocal_cli import common
     from hexlocal_cli.main import cli
 
     service = make(fake_hex, tmp_path, INDEXED)
@@ -231,16 +230,7 @@ async def test_cli_search_all(
     }.items():
         monkeypatch.setenv(name, value)
 
-    def fake_build(settings: Settings, *, load_models: bool = True) -> Hexlocal:
-        return build(
-            settings,
-            embedder=HashingEmbedder(),
-            reranker=None,
-            registry=client_for(settings),
-            load_models=False,
-        )
-
-    monkeypatch.setattr(common, "build_service", fake_build)
+    cli_builds_with_fakes(monkeypatch)
 
     def run(*args: str) -> tuple[int, str]:
         result = CliRunner().invoke(cli, list(args), prog_name="hexlocal")
