@@ -144,7 +144,7 @@ def _database_checks(settings: Settings) -> list[Check]:
     from hexlocal_core.errors import HexlocalError
 
     path = settings.database_path
-    if not path.exists():
+    if not settings.database_url and not path.exists():
         return [Check("database", OK, f"{path} (created on first use)")]
 
     async def work(service: Hexlocal) -> dict[str, Any]:
@@ -153,7 +153,14 @@ def _database_checks(settings: Settings) -> list[Check]:
     try:
         facts = common.run_service(work, settings, load_models=False)
     except HexlocalError as exc:  # the message names the path and the fix
-        return [Check("database", FAIL, shown(str(exc)), "point DATABASE_PATH at another file")]
+        return [
+            Check(
+                "database",
+                FAIL,
+                shown(str(exc)),
+                "point DATABASE_PATH (or DATABASE_URL) at a database you can use",
+            )
+        ]
     model = facts.get("embedding_model")
     embedded = f", vectors by {model} ({facts.get('embedding_dims')} dims)" if model else ""
     return [
@@ -163,8 +170,8 @@ def _database_checks(settings: Settings) -> list[Check]:
             f"{facts['database_path']}, schema {facts['schema_version']}/{facts['schema_known']}, "
             f"{facts['packages']} package(s), {facts['chunks']:,} chunks{embedded}",
         ),
-        # The service only opens with FTS5 and sqlite-vec loaded: reaching here proves both.
-        Check("sqlite", OK, f"SQLite {facts['sqlite']} with FTS5 and sqlite-vec"),
+        # The store only opens with its search extensions loaded: reaching here proves them.
+        Check("engine", OK, str(facts["engine"])),
     ]
 
 

@@ -128,6 +128,17 @@ class _Reader:
             return self._fallback(name, redact_url(value), default, "not an http(s) URL")
         return value.rstrip("/")
 
+    def postgres_url(self, name: str) -> str:
+        value = self.raw(name)
+        if not value:
+            return ""
+        if not re.match(r"^postgres(ql)?://", value):
+            # Like any URL it may carry a password: never echo it.
+            return self._fallback(
+                name, redact_url(value), "", "not a postgresql:// URL; using the SQLite file"
+            )
+        return value
+
     def choice(self, name: str, default: str, choices: tuple[str, ...]) -> str:
         value = self.raw(name)
         if value is None:
@@ -156,6 +167,9 @@ class Settings:
 
     project_root: Path
     database_path: Path
+    # Team mode: a PostgreSQL database with pgvector (`postgresql://...`); empty: SQLite.
+    database_url: str = field(default="", repr=redact_url)
+    server_id: str = ""  # team mode: whose usage a row is (empty: host:pid)
     ingest_timeout_ms: int = 25_000
     embed_batch_size: int = 200
     embed_concurrency: int = 2
@@ -204,7 +218,10 @@ class Settings:
         out: dict[str, str] = {}
         for name in _ENV_NAMES:
             value = getattr(self, name.lower())
-            out[name] = value.masked() if isinstance(value, Secret) else str(value)
+            if isinstance(value, Secret):
+                out[name] = value.masked()
+            else:
+                out[name] = redact_url(value) if name == "DATABASE_URL" else str(value)
         return out
 
     @classmethod
@@ -214,6 +231,8 @@ class Settings:
         values: dict[str, Any] = dict(
             project_root=project_root,
             database_path=r.path("DATABASE_PATH", lambda: default_database_path(project_root)),
+            database_url=r.postgres_url("DATABASE_URL"),
+            server_id=r.string("HEXLOCAL_SERVER_ID", "")[:200],
             ingest_timeout_ms=r.integer("INGEST_TIMEOUT_MS", 25_000, minimum=1, maximum=3_600_000),
             embed_batch_size=r.integer("EMBED_BATCH_SIZE", 200, minimum=1, maximum=10_000),
             embed_concurrency=r.integer("EMBED_CONCURRENCY", 2, minimum=1, maximum=64),
@@ -292,6 +311,7 @@ def _http_token(r: _Reader) -> Secret:
 _ENV_NAMES = (
     "PROJECT_ROOT",
     "DATABASE_PATH",
+    "DATABASE_URL",
     "INGEST_TIMEOUT_MS",
     "EMBED_BATCH_SIZE",
     "EMBED_CONCURRENCY",

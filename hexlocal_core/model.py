@@ -344,7 +344,7 @@ class Diagnostics:
     project_root: str
     schema_version: int
     schema_known: int
-    sqlite: str
+    engine: str  # the database engine and its search extensions, with versions
     packages: int
     chunks: int
     embedding_model: str | None

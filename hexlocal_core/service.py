@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT
 from hexlocal_core.config import Settings
-from hexlocal_core.errors import HexlocalError
-from hexlocal_core.index.store import Store
-from hexlocal_core.index.usage_store import StoreUsageSink
+from hexlocal_core.errors import HexlocalError, StoreError
+from hexlocal_core.index.seam import DocsStore, UsageRecords
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
 from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.memory.service import MemoryPorts, MemoryService
@@ -74,14 +73,14 @@ class Hexlocal:
     def __init__(
         self,
         settings: Settings,
-        store: Store,
+        store: DocsStore,
         *,
         embedder: Embedder | None,
         reranker: Reranker | None,
         chat: ChatModel | None,
         registry: HexRegistry,
         issues: IssueTracker | None,
-        usage: StoreUsageSink,
+        usage: UsageRecords,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -412,6 +411,23 @@ class Hexlocal:
         return diagnostics_uc.model_downloads(models)
 
 
+def open_store(settings: Settings) -> DocsStore:
+    """PostgreSQL when `DATABASE_URL` names one (team mode), else the SQLite file."""
+    if settings.database_url:
+        try:
+            from hexlocal_core.index.pg.store import PgStore
+        except ImportError as exc:
+            raise StoreError(
+                f"DATABASE_URL names PostgreSQL but its driver is missing ({exc.name}); "
+                "install it with: pip install 'hexlocal[postgres]'"
+            ) from exc
+        store: DocsStore = PgStore(settings.database_url)
+        return store
+    from hexlocal_core.index.store import Store
+
+    return Store(Path(settings.database_path))
+
+
 def build(
     settings: Settings | None = None,
     *,
@@ -428,8 +444,8 @@ def build(
     `model_progress(message, done, total)` hears a local model's first-need download (the
     CLI prints it on stderr; the MCP face polls `model_downloads()` instead)."""
     settings = settings or Settings.from_env()
-    store = Store(Path(settings.database_path))
-    usage = StoreUsageSink(store)
+    store = open_store(settings)
+    usage = store.usage
     if embedder is None and load_models:
         embedder = _default_embedder(settings, usage, model_progress)
     if reranker is None and load_models and settings.rerank_enabled:
@@ -459,7 +475,7 @@ def build(
 
 
 def _default_embedder(
-    settings: Settings, usage: StoreUsageSink, progress: DownloadProgress | None
+    settings: Settings, usage: UsageRecords, progress: DownloadProgress | None
 ) -> Embedder | None:
     try:
         if settings.uses_local_embedder:
@@ -475,7 +491,7 @@ def _default_embedder(
 
 
 def _default_reranker(
-    settings: Settings, usage: StoreUsageSink, progress: DownloadProgress | None
+    settings: Settings, usage: UsageRecords, progress: DownloadProgress | None
 ) -> Reranker | None:
     from hexlocal_core.adapters.cross_encoder import build_local_reranker
 

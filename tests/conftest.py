@@ -11,7 +11,7 @@ import pytest
 
 from hexlocal_core.config import ENV_VARIABLES
 
-pytest_plugins = ["tests.hex_fixtures", "tests.model_fixtures"]
+pytest_plugins = ["tests.hex_fixtures", "tests.model_fixtures", "tests.pg_fixtures"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("HEXLOCAL_SHARED", REPO_ROOT.parent / "shared"))

@@ -253,7 +253,7 @@ def test_sql_lives_only_in_the_index_package() -> None:
 # The storage layer sits under everything but the shared vocabulary: it may import only
 # itself and these modules, never search, memory, ingest, use cases or the service.
 INDEX_MAY_IMPORT = ("hexlocal_core.index", "hexlocal_core.model", "hexlocal_core.ports",
-                    "hexlocal_core.errors")  # fmt: skip
+                    "hexlocal_core.errors", "hexlocal_core.redact")  # fmt: skip
 
 
 def test_storage_imports_no_layer_above_it() -> None:
@@ -266,3 +266,38 @@ def test_storage_imports_no_layer_above_it() -> None:
         if not any(target == ok or target.startswith(ok + ".") for ok in INDEX_MAY_IMPORT)
     }
     assert sorted(upward) == []
+
+
+# -- one seam, two engines: above index/, nothing knows which database holds the index ---
+
+ENGINE_LIBS = {"apsw", "sqlite_vec", "psycopg", "psycopg_pool", "pgvector"}
+
+
+def _engine_leaks(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [f"imports {name}" for name in sorted(_imports(path) & ENGINE_LIBS)]
+    found += [
+        f"line {node.lineno}: .conn"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr == "conn"
+    ]
+    return found
+
+
+def test_no_layer_above_the_index_knows_its_engine() -> None:
+    # Callers hold a seam.DocsStore and its Sessions; a connection or a driver import above
+    # index/ would tie that caller to SQLite (or PostgreSQL) again.
+    index = ROOT / "hexlocal_core" / "index"
+    leaks = {
+        str(path.relative_to(ROOT)): found
+        for package in ("hexlocal_core", "hexlocal_mcp", "hexlocal_cli")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if index not in path.parents and (found := _engine_leaks(path))
+    }
+    assert leaks == {}
+
+
+def test_engine_leak_rule_sees_a_leak(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import apsw\n\ndef f(store):\n    return store.conn\n")
+    assert _engine_leaks(bad) == ["imports apsw", "line 4: .conn"]

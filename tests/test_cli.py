@@ -207,7 +207,7 @@ async def test_usage_issues_models_doctor(cli_env: Path) -> None:
     assert names["hex.pm API"]["status"] == "OK"
     # The database facts come from the service (usage above created the file).
     assert names["database"]["status"] == "OK" and "schema" in names["database"]["detail"]
-    assert names["sqlite"]["status"] == "OK" and "sqlite-vec" in names["sqlite"]["detail"]
+    assert names["engine"]["status"] == "OK" and "sqlite-vec" in names["engine"]["detail"]
     assert checks["settings"]["AI_API_KEY"] == "(unset)"
 
 

@@ -141,7 +141,7 @@ def test_relevance_rules_in_python_and_sql(
         row[0]
         for row in rule_store.conn.execute(
             "SELECT ref FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(sorted(relevant_ids(rule_store.conn, "pkg", expect))),),
+            (json.dumps(sorted(relevant_ids(rule_store.session().chunks, "pkg", expect))),),
         )
     }
     assert (ref in matched_refs) is relevant
@@ -149,8 +149,8 @@ def test_relevance_rules_in_python_and_sql(
 
 def test_relevance_is_scoped_to_the_package(store: Store) -> None:
     expect = Expectation(PAGE, ("NimblePool.html",))
-    assert relevant_ids(store.conn, "nimble_pool", expect)
-    assert not relevant_ids(store.conn, "jason", expect)
+    assert relevant_ids(store.session().chunks, "nimble_pool", expect)
+    assert not relevant_ids(store.session().chunks, "jason", expect)
 
 
 # -- the query format ----------------------------------------------------------------------

@@ -88,7 +88,9 @@ def test_identifiers_are_found_whole_and_by_parts(
     phrases = to_phrases(query)
     assert phrases
     for package_stats in (True, False):
-        found = keyword_arm(store.conn, phrases, package="pkg", package_stats=package_stats)
+        found = keyword_arm(
+            store.session().chunks, phrases, package="pkg", package_stats=package_stats
+        )
         assert found, f"{query!r} matched nothing"
         top = store.hydrate([found[0][0]])[0]
         assert top.ref == expected_ref
@@ -130,7 +132,7 @@ def test_vec0_knn_in_one_package_equals_numpy_brute_force(tmp_path: Path) -> Non
         q = rng.standard_normal(16).astype(np.float32)
         q /= np.linalg.norm(q)
         expected = ids[np.argsort(-(matrix @ q), kind="stable")[:10]].tolist()
-        got = [cid for cid, _ in vector_arm(store.conn, q, package="alpha", depth=10)]
+        got = [cid for cid, _ in vector_arm(store.session().chunks, q, package="alpha", depth=10)]
         assert got == expected
 
 

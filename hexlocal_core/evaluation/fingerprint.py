@@ -14,8 +14,7 @@ from typing import Any
 
 from attrs import asdict, frozen
 
-from hexlocal_core.index import chunks
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 
 
 @frozen
@@ -46,16 +45,16 @@ class CorpusFingerprint:
         return asdict(self)
 
 
-def _digest(store: Store, packages: tuple[PackageFingerprint, ...], model: str | None) -> str:
+def _digest(store: DocsStore, packages: tuple[PackageFingerprint, ...], model: str | None) -> str:
     h = hashlib.sha256(f"model={model}\n".encode())
     for p in packages:
         h.update(f"{p.name}@{p.version}:{p.chunks}:{p.chunker_version}\n".encode())
-    for content_hash in chunks.content_hashes(store.conn):
+    for content_hash in store.session().chunks.content_hashes():
         h.update(content_hash.encode())
     return h.hexdigest()[:16]
 
 
-def fingerprint(store: Store) -> CorpusFingerprint:
+def fingerprint(store: DocsStore) -> CorpusFingerprint:
     packages = tuple(
         PackageFingerprint(
             name=s.name,
@@ -65,7 +64,7 @@ def fingerprint(store: Store) -> CorpusFingerprint:
             chunks=s.chunks,
             items=s.items,
         )
-        for s in chunks.package_stats(store.conn)
+        for s in store.session().chunks.package_stats()
     )
     config = store.embedding_config()
     model = config.model if config else None

@@ -9,16 +9,14 @@ The rules (shared/eval/README.md), for a target ref R:
 * page P: any chunk of the page, i.e. the ref before `#` equals P.
 
 The rules exist twice on purpose: `ref_matches` (pure, for hits and tests) and
-`relevant_ids` (a query on the stored refs, `index.chunks.ids_by_ref`, which also detects
+`relevant_ids` (a query on the stored refs, `ChunkReads.ids_by_ref`, which also detects
 expectations that resolve to nothing). Tests run one table through both.
 """
 
 from __future__ import annotations
 
-import apsw
-
 from hexlocal_core.evaluation.queries import Expectation
-from hexlocal_core.index import chunks
+from hexlocal_core.index.seam import ChunkReads
 
 MODULE_DOC = "#module-"
 
@@ -34,7 +32,7 @@ def ref_matches(ref: str, expect: Expectation) -> bool:
     return any(ref == t or ref.startswith(_prefix(t, expect.form)) for t in expect.targets)
 
 
-def relevant_ids(conn: apsw.Connection, package: str, expect: Expectation) -> frozenset[int]:
+def relevant_ids(reads: ChunkReads, package: str, expect: Expectation) -> frozenset[int]:
     """Ids of the package's stored chunks that answer the expectation (empty: BROKEN)."""
     targets = [(t, _prefix(t, expect.form)) for t in expect.targets]
-    return chunks.ids_by_ref(conn, package, targets)
+    return reads.ids_by_ref(package, targets)

@@ -24,7 +24,7 @@ from hexlocal_core.evaluation.fingerprint import CorpusFingerprint, fingerprint
 from hexlocal_core.evaluation.metrics import ModeScore, score_runs
 from hexlocal_core.evaluation.queries import KINDS, EvalQuery
 from hexlocal_core.evaluation.relevance import relevant_ids
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.search.cross_package import ScopedSearcher
 from hexlocal_core.search.engine import SearchEngine
@@ -187,13 +187,17 @@ async def _run_mode(
 
 
 async def _evaluate(
-    searcher: Searcher, store: Store, query: EvalQuery, fp: CorpusFingerprint, options: EvalOptions
+    searcher: Searcher,
+    store: DocsStore,
+    query: EvalQuery,
+    fp: CorpusFingerprint,
+    options: EvalOptions,
 ) -> QueryResult:
     indexed = fp.version_of(query.package)
     status = _status(query, fp)
     if status is not None:
         return QueryResult(query, status, indexed_version=indexed)
-    relevant = relevant_ids(store.conn, query.package, query.expect)
+    relevant = relevant_ids(store.session().chunks, query.package, query.expect)
     if not relevant:
         return QueryResult(query, QueryStatus.BROKEN, indexed_version=indexed)
     runs = [await _run_mode(searcher, query, m, relevant, options.exact) for m in options.modes]
@@ -253,7 +257,7 @@ def check_modes(modes: Sequence[str]) -> tuple[str, ...]:
 
 async def run_eval(
     searcher: Searcher,
-    store: Store,
+    store: DocsStore,
     queries: Sequence[EvalQuery],
     *,
     options: EvalOptions | None = None,

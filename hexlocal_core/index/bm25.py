@@ -57,10 +57,6 @@ def parse_row(packed: str) -> tuple[int, float, dict[int, float]]:
 
 
 def idf(documents: int, with_term: int) -> float:
-    import os
-
-    if os.environ.get("H3B_SMOOTH"):
-        return math.log(1 + (documents - with_term + 0.5) / (with_term + 0.5))
     value = math.log((documents - with_term + 0.5) / (with_term + 0.5))
     return max(value, IDF_FLOOR)
 

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,10 @@ log = logging.getLogger("hexlocal.db")
 
 BUSY_TIMEOUT_MS = 15_000
 BULK_CACHE_KIB = 65_536  # measured: 100k-vector loads 23 s -> 2 s with a 64 MiB cache
+
+
+def utcnow() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _load_vec(conn: apsw.Connection) -> None:

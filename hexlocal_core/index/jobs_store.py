@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
-from hexlocal_core.index.db import atomic, rows
-from hexlocal_core.index.store import Store, utcnow
+from hexlocal_core.index.db import atomic, rows, utcnow
+
+if TYPE_CHECKING:
+    from hexlocal_core.index.store import Store
 
 
 @frozen

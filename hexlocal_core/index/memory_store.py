@@ -19,8 +19,7 @@ from typing import Any
 import apsw
 from attrs import frozen
 
-from hexlocal_core.index.db import scalar
-from hexlocal_core.index.store import utcnow
+from hexlocal_core.index.db import scalar, utcnow
 from hexlocal_core.index.tokens import split_terms
 from hexlocal_core.index.vectors import MEMORY_VEC_TABLE, encode_vector
 from hexlocal_core.ports import Vectors

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import apsw
 import numpy.typing as npt
 
 from hexlocal_core.errors import ModelError
-from hexlocal_core.index.db import atomic, rows, scalar
-from hexlocal_core.index.store import Store, utcnow
+from hexlocal_core.index.db import atomic, rows, scalar, utcnow
 from hexlocal_core.index.vectors import (
     CHUNK_VEC_TABLE,
     MEMORY_VEC_TABLE,
@@ -19,6 +19,9 @@ from hexlocal_core.index.vectors import (
     encode_vector,
 )
 from hexlocal_core.model import embedding_text
+
+if TYPE_CHECKING:
+    from hexlocal_core.index.store import Store
 
 log = logging.getLogger("hexlocal.reindex")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +22,16 @@ from attrs import frozen
 from hexlocal_core.errors import StoreError
 from hexlocal_core.index import chunks
 from hexlocal_core.index.chunks import ChunkRow
-from hexlocal_core.index.db import ConnectionPool, atomic, scalar
-from hexlocal_core.index.migrations import migrate
+from hexlocal_core.index.db import ConnectionPool, atomic, scalar, utcnow
+from hexlocal_core.index.migrations import SCHEMA_VERSION, migrate
+from hexlocal_core.index.sqlite_session import (
+    SqliteJobs,
+    SqliteReindex,
+    SqliteSession,
+    SqliteSync,
+)
 from hexlocal_core.index.tokens import split_terms
+from hexlocal_core.index.usage_store import StoreUsageSink
 from hexlocal_core.index.vectors import (
     CHUNK_VEC_TABLE,
     MEMORY_VEC_TABLE,
@@ -49,10 +55,6 @@ __all__ = [
     "Store",
     "utcnow",
 ]
-
-
-def utcnow() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @frozen
@@ -118,10 +120,48 @@ class Store:
         self.path = path
         self._pool = ConnectionPool(path)
         self.schema_version = migrate(self.conn)
+        self.schema_latest = SCHEMA_VERSION
+        self._usage = StoreUsageSink(self)
 
     @property
     def conn(self) -> apsw.Connection:
         return self._pool.get()
+
+    # -- the seam (seam.DocsStore) ---------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    @property
+    def engine(self) -> str:
+        vec = scalar(self.conn, "SELECT vec_version()")
+        return f"SQLite {apsw.sqlite_lib_version()} with FTS5 and sqlite-vec {vec}"
+
+    def session(self) -> SqliteSession:
+        return SqliteSession(self, self.conn)
+
+    @property
+    def jobs(self) -> SqliteJobs:
+        return SqliteJobs(self)
+
+    @property
+    def sync(self) -> SqliteSync:
+        return SqliteSync(self)
+
+    @property
+    def reindex(self) -> SqliteReindex:
+        return SqliteReindex(self)
+
+    @property
+    def usage(self) -> StoreUsageSink:
+        return self._usage
+
+    def try_ingest_claim(self, package: str, version: str) -> _FreeClaim:
+        # One user's file: inside a process the job registry already runs one job per
+        # package, and the sync queue's claimed rows keep two processes apart; a search
+        # racing a sync at worst ingests twice, each write whole (one transaction).
+        return _FreeClaim()
 
     def close(self) -> None:
         self._pool.close()
@@ -313,6 +353,11 @@ class Store:
     def hydrate(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Rows for the ids, in the order given; ids not stored are left out."""
         return chunks.hydrate(self.conn, ids)
+
+
+class _FreeClaim:
+    def release(self) -> None:
+        return None
 
 
 def _insert_embedding_config(conn: apsw.Connection, model: str, dims: int, provider: str) -> None:

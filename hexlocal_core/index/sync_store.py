@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-from hexlocal_core.index.db import atomic, rows
-from hexlocal_core.index.store import Store, utcnow
+from hexlocal_core.index.db import atomic, rows, utcnow
+
+if TYPE_CHECKING:
+    from hexlocal_core.index.store import Store
 
 STATUSES = ("queued", "running", "done", "failed", "skipped")
 

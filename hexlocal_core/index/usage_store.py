@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from hexlocal_core.index.db import atomic
-from hexlocal_core.index.store import Store
 from hexlocal_core.model import UsageEvent
+
+if TYPE_CHECKING:
+    from hexlocal_core.index.store import Store
 
 log = logging.getLogger("hexlocal.usage")
 

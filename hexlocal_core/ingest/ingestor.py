@@ -6,19 +6,23 @@ is the caller's, run once before a job starts.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 from attrs import frozen
 
-from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError
-from hexlocal_core.index.store import Store
+from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError, StoreError
+from hexlocal_core.index.seam import DocsStore, IngestClaim
 from hexlocal_core.ingest.pipeline import IndexRequest, ProgressFn, in_worker, index_items
 from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
 from hexlocal_core.ingest.sources import compiled_ebin, read_plan
 from hexlocal_core.model import IngestProgress, IngestReport, Phase, ResolvedVersion
 from hexlocal_core.ports import Embedder, HexRegistry
 from hexlocal_core.versions import ELIXIR_APPS
+
+# How often a server waiting on another's claim looks again (team mode only).
+CLAIM_POLL_S = 0.5
 
 
 @frozen
@@ -33,7 +37,7 @@ class SourcePaths:
 class Ingestor:
     def __init__(
         self,
-        store: Store,
+        store: DocsStore,
         embedder: Embedder | None,
         registry: HexRegistry,
         paths: SourcePaths,
@@ -68,11 +72,57 @@ class Ingestor:
         )
 
     async def run(self, resolved: ResolvedVersion, progress: ProgressFn) -> IngestReport:
-        """Plans, reads and indexes one package version; writes nothing unless it all works."""
+        """Plans, reads and indexes one package version; writes nothing unless it all works.
+
+        Servers sharing one index (team mode) ingest a package version once: this one
+        waits while another holds the claim, and answers from its work when it is done.
+        """
         started = time.perf_counter()
-        plan = await self.plan(resolved)
-        request = await self.read(plan, progress)
-        return await self.index(request, progress, started=started)
+        claim = await self._claim(resolved, progress)
+        if claim is None:
+            return await self._indexed_elsewhere(resolved, started)
+        try:
+            plan = await self.plan(resolved)
+            request = await self.read(plan, progress)
+            return await self.index(request, progress, started=started)
+        finally:
+            await in_worker(claim.release)
+
+    async def _claim(self, resolved: ResolvedVersion, progress: ProgressFn) -> IngestClaim | None:
+        """This process's claim on the version; None if another indexed it while we waited."""
+        name, version = resolved.name, resolved.version
+        waited = False
+        while True:
+            claim = await in_worker(lambda: self._store.try_ingest_claim(name, version))
+            if claim is not None:
+                if waited and await in_worker(lambda: self._indexed_at(name, version)):
+                    await in_worker(claim.release)
+                    return None
+                return claim
+            if not waited:
+                message = "another hexlocal server sharing this index is indexing it; waiting"
+                progress(IngestProgress(name, version, Phase.RESOLVING, message=message))
+                waited = True
+            await asyncio.sleep(CLAIM_POLL_S)  # cancellable: a shutdown stops the wait
+
+    def _indexed_at(self, name: str, version: str) -> bool:
+        indexed = self._store.package(name)
+        return indexed is not None and indexed.version == version
+
+    async def _indexed_elsewhere(self, resolved: ResolvedVersion, started: float) -> IngestReport:
+        indexed = await in_worker(lambda: self._store.package(resolved.name))
+        if indexed is None:  # indexed by another server, then deleted, in a moment
+            raise StoreError(f"{resolved.name} was removed while it was being indexed; retry")
+        return IngestReport(
+            package=indexed.name,
+            version=indexed.version,
+            source=indexed.source,
+            items=indexed.item_count,
+            chunks=indexed.chunk_count,
+            embedded=0,
+            reused=0,
+            seconds=time.perf_counter() - started,
+        )
 
     async def index(
         self, request: IndexRequest, progress: ProgressFn | None = None, *, started: float | None

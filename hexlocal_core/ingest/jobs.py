@@ -17,9 +17,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from hexlocal_core.cancel import CancelToken, IngestCancelled, bind
-from hexlocal_core.index import jobs_store
 from hexlocal_core.index.jobs_store import JobRow
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import IngestProgress, IngestReport, JobStatus, Phase
 
 log = logging.getLogger("hexlocal.jobs")
@@ -112,7 +111,7 @@ class Job:
 
 
 class JobRegistry:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: DocsStore) -> None:
         self._store = store
         self._jobs: dict[str, Job] = {}
 
@@ -131,7 +130,7 @@ class JobRegistry:
         existing = self.running(package)
         if existing is not None:
             return existing
-        job = Job(package, version, jobs_store.open_job(self._store, package, version, source))
+        job = Job(package, version, self._store.jobs.open_job(package, version, source))
 
         async def run() -> IngestReport:
             # Bound inside the task: the threads it starts copy this context, token included.
@@ -186,8 +185,7 @@ class JobRegistry:
         status = job.status()
         progress = status.progress.to_dict() if status.progress else {}
         try:
-            jobs_store.close_job(
-                self._store,
+            self._store.jobs.close_job(
                 job.row_id,
                 done=status.state == "done",
                 progress=progress,
@@ -206,9 +204,9 @@ def _final(job: Job, phase: Phase, message: str) -> IngestProgress:
     )
 
 
-def interrupted_jobs(store: Store) -> list[JobRow]:
+def interrupted_jobs(store: DocsStore) -> list[JobRow]:
     """Jobs left 'running' by a process that no longer exists; marked failed and returned."""
-    return jobs_store.take_interrupted(store, alive)
+    return store.jobs.take_interrupted(alive)
 
 
 def alive(pid: int) -> bool:

@@ -21,7 +21,8 @@ from attrs import frozen
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import ModelMismatch
-from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.index.seam import DocsStore
+from hexlocal_core.index.store import PackageWrite
 from hexlocal_core.model import (
     Chunk,
     DocItem,
@@ -51,7 +52,7 @@ class IndexRequest:
     skipped: dict[str, int] | None = None
 
 
-def model_guard(store: Store, embedder: Embedder) -> None:
+def model_guard(store: DocsStore, embedder: Embedder) -> None:
     """Refuse to add vectors of another model to an index (costs one row read)."""
     config = store.embedding_config()
     if config is not None and config.model != embedder.model_id:
@@ -81,7 +82,7 @@ async def in_worker(work: Callable[[], T]) -> T:
 
 
 async def embed_with_cache(
-    store: Store,
+    store: DocsStore,
     embedder: Embedder,
     chunks: Sequence[Chunk],
     *,
@@ -127,7 +128,7 @@ async def embed_with_cache(
 
 
 async def index_items(
-    store: Store,
+    store: DocsStore,
     embedder: Embedder,
     request: IndexRequest,
     *,

@@ -17,7 +17,7 @@ from attrs import evolve
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import HexlocalError
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.memory import policy, prompt, records
 from hexlocal_core.memory.policy import MAX_MEMORY_CHARS, Action, Decision, Neighbour, Thresholds
 from hexlocal_core.memory.queue import QueueItem
@@ -33,12 +33,12 @@ class MemoryHost(Protocol):
     """What memory needs from the service facade (`service.Hexlocal` provides it)."""
 
     settings: Settings
-    store: Store
+    store: DocsStore
     embedder: Embedder | None
     chat: ChatModel | None
 
 
-def vector_block(store: Store, embedder: Embedder | None) -> str | None:
+def vector_block(store: DocsStore, embedder: Embedder | None) -> str | None:
     """Why memory vectors cannot be used now, or None when they can."""
     if embedder is None:
         return "no embedding model: stored for keyword recall only"
@@ -52,7 +52,7 @@ def vector_block(store: Store, embedder: Embedder | None) -> str | None:
 
 
 async def embed_texts(
-    store: Store, embedder: Embedder | None, texts: Sequence[str]
+    store: DocsStore, embedder: Embedder | None, texts: Sequence[str]
 ) -> tuple[Vectors | None, str | None]:
     """Unit vectors for `texts`, or None and the reason they are unavailable."""
     block = vector_block(store, embedder)

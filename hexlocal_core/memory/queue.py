@@ -12,11 +12,10 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import apsw
 from attrs import asdict, frozen
 
 from hexlocal_core.index import memory_store as ms
-from hexlocal_core.index.db import atomic
+from hexlocal_core.index.seam import Session
 from hexlocal_core.memory.inputs import Submission
 
 
@@ -27,38 +26,38 @@ class QueueItem:
     submission: Submission
 
 
-def enqueue(conn: apsw.Connection, items: Sequence[Submission]) -> list[str]:
+def enqueue(conn: Session, items: Sequence[Submission]) -> list[str]:
     """Writes every submission in one transaction; returns their request ids, in order."""
     ids = [uuid.uuid4().hex for _ in items]
     rows = [
         ms.NewRequest(request_id, sub.text, sub.package, sub.version, tuple(sub.tags))
         for request_id, sub in zip(ids, items, strict=True)
     ]
-    with atomic(conn):
-        ms.enqueue(conn, rows)
+    with conn.atomic():
+        conn.memories.enqueue(rows)
     return ids
 
 
-def next_pending(conn: apsw.Connection) -> QueueItem | None:
-    row = ms.next_pending(conn)
+def next_pending(conn: Session) -> QueueItem | None:
+    row = conn.memories.next_pending()
     if row is None:
         return None
     sub = Submission(row.text, row.package, row.version, row.tags)
     return QueueItem(row.seq, row.request_id, sub)
 
 
-def pending_count(conn: apsw.Connection) -> int:
-    return ms.pending_count(conn)
+def pending_count(conn: Session) -> int:
+    return conn.memories.pending_count()
 
 
-def claim(conn: apsw.Connection, request_id: str) -> bool:
+def claim(conn: Session, request_id: str) -> bool:
     """Inside the applying transaction: is the item still pending? (Another process sharing
     the database may have curated it meanwhile; then this one must not apply it again.)"""
-    return ms.request_status(conn, request_id) == "pending"
+    return conn.memories.request_status(request_id) == "pending"
 
 
 def finish(
-    conn: apsw.Connection,
+    conn: Session,
     request_id: str,
     *,
     action: str | None,
@@ -68,8 +67,7 @@ def finish(
     model: str | None,
     status: str = "done",
 ) -> None:
-    ms.finish_request(
-        conn,
+    conn.memories.finish_request(
         request_id,
         status=status,
         action=action,
@@ -80,9 +78,9 @@ def finish(
     )
 
 
-def mark_failed(conn: apsw.Connection, request_id: str, reason: str) -> None:
+def mark_failed(conn: Session, request_id: str, reason: str) -> None:
     """Gives up on an item (its text stays in the queue row) and logs why."""
-    with atomic(conn):
+    with conn.atomic():
         finish(
             conn,
             request_id,
@@ -93,15 +91,15 @@ def mark_failed(conn: apsw.Connection, request_id: str, reason: str) -> None:
             model=None,
             status="failed",
         )
-        ms.log_curation(conn, request_id, "failed", None, None, reason)
+        conn.memories.log_curation(request_id, "failed", None, None, reason)
 
 
 _UNKNOWN = "no such request id; pass ids returned by remember"
 
 
-def statuses(conn: apsw.Connection, request_ids: Sequence[str]) -> list[dict[str, Any]]:
+def statuses(conn: Session, request_ids: Sequence[str]) -> list[dict[str, Any]]:
     """What became of each request, in the order asked (the remember_status answer)."""
-    found = ms.requests(conn, request_ids)
+    found = conn.memories.requests(request_ids)
     out: list[dict[str, Any]] = []
     for request_id in request_ids:
         row = found.get(request_id)

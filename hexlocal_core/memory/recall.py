@@ -13,11 +13,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import apsw
 from attrs import asdict
 
-from hexlocal_core.index import memory_store as ms
 from hexlocal_core.index.memory_store import CurationEntry, MemoryRow, MemoryScope
+from hexlocal_core.index.seam import Session
 from hexlocal_core.memory import records
 from hexlocal_core.memory.policy import similarity
 from hexlocal_core.mixlock import MalformedLock, find_lock, read_lock
@@ -64,25 +63,25 @@ def is_stale(package: str | None, version: str | None, pins: Mapping[str, str]) 
     return pinned != ours
 
 
-def keyword_arm(conn: apsw.Connection, query: str, scope: MemoryScope) -> list[int]:
+def keyword_arm(conn: Session, query: str, scope: MemoryScope) -> list[int]:
     match = to_match(query)
     if match is None:
         return []
-    return ms.keyword_memory_ids(conn, match, scope, depth=DEPTH, weights=BM25_WEIGHTS)
+    return conn.memories.keyword_memory_ids(match, scope, depth=DEPTH, weights=BM25_WEIGHTS)
 
 
-def vector_arm(conn: apsw.Connection, vector: Vectors | None, scope: MemoryScope) -> list[int]:
+def vector_arm(conn: Session, vector: Vectors | None, scope: MemoryScope) -> list[int]:
     if vector is None:
         return []
     # k-NN cannot filter, so ask for as many extra rows as the scope leaves out.
-    excluded = ms.out_of_scope_count(conn, scope)
+    excluded = conn.memories.out_of_scope_count(scope)
     near = [(i, similarity(d)) for i, d in records.knn(conn, vector, DEPTH + excluded)]
-    allowed = ms.in_scope(conn, [i for i, _ in near], scope)
+    allowed = conn.memories.in_scope([i for i, _ in near], scope)
     return [i for i, sim in near if i in allowed and sim >= MIN_SIMILARITY][:DEPTH]
 
 
 def search(
-    conn: apsw.Connection,
+    conn: Session,
     query: str,
     vector: Vectors | None,
     *,
@@ -96,12 +95,12 @@ def search(
     return hydrate(conn, fused[:limit], pins)
 
 
-def history(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, list[CurationEntry]]:
+def history(conn: Session, ids: Sequence[int]) -> dict[int, list[CurationEntry]]:
     """The curation log entries that touched each memory, oldest first."""
-    return ms.curation_history(conn, ids)
+    return conn.memories.curation_history(ids)
 
 
-def hydrate(conn: apsw.Connection, ids: Sequence[int], pins: Mapping[str, str]) -> list[Memory]:
+def hydrate(conn: Session, ids: Sequence[int], pins: Mapping[str, str]) -> list[Memory]:
     """Memory values for `ids`, in that order."""
     found = records.by_ids(conn, ids)
     logs = history(conn, ids)

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import apsw
 import numpy as np
 from attrs import frozen
 
 from hexlocal_core.errors import StoreError
-from hexlocal_core.index import memory_store as ms
-from hexlocal_core.index.db import atomic
 from hexlocal_core.index.memory_store import MemoryRow, MemoryText
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore, Session
 from hexlocal_core.memory import queue
 from hexlocal_core.memory.policy import Action, Change, Decision, Neighbour, norm_hash, similarity
 from hexlocal_core.memory.queue import QueueItem
@@ -44,16 +41,16 @@ class EmbedIdentity:
         return self.model.split(":", 1)[0] if ":" in self.model else "api"
 
 
-def knn(conn: apsw.Connection, vector: Vectors, k: int) -> list[tuple[int, float]]:
+def knn(conn: Session, vector: Vectors, k: int) -> list[tuple[int, float]]:
     """(memory id, cosine distance), nearest first; [] before any vector was stored."""
-    return ms.memory_knn(conn, vector, k)
+    return conn.memories.memory_knn(vector, k)
 
 
-def by_ids(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, MemoryRow]:
-    return ms.memories_by_ids(conn, ids)
+def by_ids(conn: Session, ids: Sequence[int]) -> dict[int, MemoryRow]:
+    return conn.memories.memories_by_ids(ids)
 
 
-def neighbours(conn: apsw.Connection, text: str, vector: Vectors | None, k: int) -> list[Neighbour]:
+def neighbours(conn: Session, text: str, vector: Vectors | None, k: int) -> list[Neighbour]:
     """The k non-deprecated memories nearest `text`, plus any holding the same text.
 
     Deprecated memories keep their vectors (recall may ask for them), so the k-NN asks for
@@ -61,9 +58,9 @@ def neighbours(conn: apsw.Connection, text: str, vector: Vectors | None, k: int)
     """
     sims: dict[int, float] = {}
     if vector is not None:
-        hidden = ms.deprecated_count(conn)
+        hidden = conn.memories.deprecated_count()
         sims = {i: similarity(d) for i, d in knn(conn, vector, k + hidden)}
-    same = ms.live_ids_with_norm_hash(conn, norm_hash(text))
+    same = conn.memories.live_ids_with_norm_hash(norm_hash(text))
     for memory_id in same:
         # Identical once normalised is a duplicate by definition, whatever the vectors say
         # (there may be none, and case or punctuation move them a little).
@@ -85,8 +82,8 @@ def _text(text: str) -> MemoryText:
 
 
 def _vector_put(
-    store: Store,
-    conn: apsw.Connection,
+    store: DocsStore,
+    conn: Session,
     memory_id: int,
     text: str,
     embed: EmbedIdentity | None,
@@ -95,29 +92,28 @@ def _vector_put(
     """Stores the vector of `text`, or drops a stale one and marks the memory for backfill."""
     vector = vectors.get(text)
     if vector is None or embed is None:
-        ms.drop_memory_vector(conn, memory_id)
+        conn.memories.drop_memory_vector(memory_id)
         return
     # Memories claim the index's model like a first ingest does, so later docs from
     # another model are refused instead of mixing with these vectors.
-    store.claim_embedding(conn, embed.model, int(np.asarray(vector).size), embed.provider)
-    ms.put_memory_vector(conn, memory_id, vector, embed.model)
+    conn.claim_embedding(embed.model, int(np.asarray(vector).size), embed.provider)
+    conn.memories.put_memory_vector(memory_id, vector, embed.model)
 
 
-def _target(conn: apsw.Connection, change: Change) -> MemoryRow:
+def _target(conn: Session, change: Change) -> MemoryRow:
     found = by_ids(conn, [change.target_id or -1]).get(change.target_id or -1)
     if found is None or found.deprecated or found.text != change.target_was:
         raise StaleTarget(f"memory {change.target_id} changed since it was compared; re-curating")
     return found
 
 
-def _rewrite(conn: apsw.Connection, target: MemoryRow, change: Change, item: QueueItem) -> None:
+def _rewrite(conn: Session, target: MemoryRow, change: Change, item: QueueItem) -> None:
     sub = item.submission
     package, version = target.package, target.version
     if sub.package and (change.submission_wins or not package):
         package, version = sub.package, sub.version
     tags = list(dict.fromkeys([*target.tags, *sub.tags]))
-    ms.rewrite_memory(
-        conn,
+    conn.memories.rewrite_memory(
         target.id,
         _text(change.target_text or ""),
         package=package,
@@ -127,19 +123,19 @@ def _rewrite(conn: apsw.Connection, target: MemoryRow, change: Change, item: Que
 
 
 def log(
-    conn: apsw.Connection,
+    conn: Session,
     request_id: str,
     action: str,
     memory_id: int | None,
     model: str | None,
     reason: str,
 ) -> None:
-    ms.log_curation(conn, request_id, action, memory_id, model, reason)
+    conn.memories.log_curation(request_id, action, memory_id, model, reason)
 
 
 def apply(
-    store: Store,
-    conn: apsw.Connection,
+    store: DocsStore,
+    conn: Session,
     item: QueueItem,
     decision: Decision,
     change: Change,
@@ -151,7 +147,7 @@ def apply(
     Returns the memory the request ended in (None for a discard with no target). Raises
     StaleTarget (nothing written) when the target moved since the decision.
     """
-    with atomic(conn):
+    with conn.atomic():
         if not queue.claim(conn, item.request_id):
             return None  # already applied by another process sharing the database
         rid, model = item.request_id, decision.model
@@ -163,12 +159,11 @@ def apply(
             log(conn, rid, decision.action.value, target.id, model, decision.reason)
         if change.deprecate:
             retired = _target(conn, change)
-            ms.deprecate_memory(conn, retired.id)
+            conn.memories.deprecate_memory(retired.id)
             log(conn, rid, Action.DEPRECATE.value, retired.id, model, decision.reason)
         if change.new_text is not None:
             sub = item.submission
-            result = ms.insert_memory(
-                conn,
+            result = conn.memories.insert_memory(
                 _text(change.new_text),
                 curated=decision.curated,
                 package=sub.package,
@@ -197,20 +192,20 @@ def apply(
 # -- vector backfill ---------------------------------------------------------------------
 
 
-def missing_vectors(conn: apsw.Connection, model: str, limit: int) -> list[tuple[int, str]]:
+def missing_vectors(conn: Session, model: str, limit: int) -> list[tuple[int, str]]:
     """Memories without a vector from `model` (none yet, another model's, or dropped)."""
-    return ms.missing_vectors(conn, model, limit)
+    return conn.memories.missing_vectors(model, limit)
 
 
 def put_vectors(
-    store: Store,
-    conn: apsw.Connection,
+    store: DocsStore,
+    conn: Session,
     pairs: Sequence[tuple[int, str]],
     vectors: Vectors,
     embed: EmbedIdentity,
 ) -> None:
-    with atomic(conn):
+    with conn.atomic():
         for (memory_id, text), vector in zip(pairs, vectors, strict=True):
-            if ms.memory_text(conn, memory_id) == text:
+            if conn.memories.memory_text(memory_id) == text:
                 # A memory rewritten meanwhile is skipped; the next pass takes it.
                 _vector_put(store, conn, memory_id, text, embed, {text: vector})

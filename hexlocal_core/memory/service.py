@@ -18,7 +18,7 @@ from typing import Any
 from attrs import define
 
 from hexlocal_core.config import Settings
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.memory import inputs, queue, records
 from hexlocal_core.memory.curator import Curator, embed_texts
 from hexlocal_core.memory.queue import QueueItem
@@ -41,7 +41,7 @@ class MemoryPorts:
     the project root whose mix.lock marks memories stale). Satisfies `MemoryHost`."""
 
     settings: Settings
-    store: Store
+    store: DocsStore
     embedder: Embedder | None
     chat: ChatModel | None
 
@@ -82,7 +82,7 @@ class MemoryService:
     def remember_status(self, request_ids: list[str]) -> list[dict[str, Any]]:
         """What became of each request: status, action, memory_id, curated, reason, model."""
         ids = inputs.check_request_ids(request_ids)
-        return queue.statuses(self._host.store.conn, ids)
+        return queue.statuses(self._host.store.session(), ids)
 
     async def recall(
         self,

@@ -6,14 +6,12 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
-import apsw
-
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore, Session
 
 T = TypeVar("T")
 
 
-async def in_thread(store: Store, work: Callable[[apsw.Connection], T]) -> T:
+async def in_thread(store: DocsStore, work: Callable[[Session], T]) -> T:
     """`work(conn)` in a worker thread, with that thread's own connection.
 
     The connection is taken inside the thread (apsw connections are per thread here). If
@@ -21,7 +19,7 @@ async def in_thread(store: Store, work: Callable[[apsw.Connection], T]) -> T:
     interrupted anyway: wait for it to commit or roll back, so the store is never closed
     under it, then let the cancellation through.
     """
-    task = asyncio.ensure_future(asyncio.to_thread(lambda: work(store.conn)))
+    task = asyncio.ensure_future(asyncio.to_thread(lambda: work(store.session())))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

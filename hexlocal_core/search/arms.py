@@ -1,16 +1,14 @@
 """The two retrieval arms: how deep each looks and how BM25 weighs the columns.
 
-The SQL is `index.chunks`; scope (package, examples-only) is applied inside each query,
-before the depth cut, so the budget is never spent on other packages.
+The SQL is the index's (`index.seam.ChunkReads`); scope (package, examples-only) is applied
+inside each query, before the depth cut, so the budget is never spent on other packages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import apsw
-
-from hexlocal_core.index import chunks
+from hexlocal_core.index.seam import ChunkReads
 from hexlocal_core.ports import Vectors
 
 # Candidates per arm. 30 rather than 15: once the pool keeps one chunk per item, deeper
@@ -23,7 +21,7 @@ BM25_WEIGHTS = (8.0, 1.0, 1.5)
 
 
 def keyword_arm(
-    conn: apsw.Connection,
+    reads: ChunkReads,
     phrases: Sequence[str],
     *,
     package: str,
@@ -39,8 +37,7 @@ def keyword_arm(
     every package in the index (see `index/bm25.py`).
     """
     if package_stats:
-        return chunks.package_keyword_hits(
-            conn,
+        return reads.package_keyword_hits(
             phrases,
             package=package,
             depth=depth,
@@ -48,8 +45,7 @@ def keyword_arm(
             weights=weights,
             rescore=rescore,
         )
-    return chunks.keyword_hits(
-        conn,
+    return reads.keyword_hits(
         " OR ".join(phrases),
         package=package,
         depth=depth,
@@ -59,7 +55,7 @@ def keyword_arm(
 
 
 def vector_arm(
-    conn: apsw.Connection,
+    reads: ChunkReads,
     query_vector: Vectors,
     *,
     package: str,
@@ -67,6 +63,6 @@ def vector_arm(
     examples_only: bool = False,
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine distance) nearest first, inside the package partition."""
-    return chunks.vector_hits(
-        conn, query_vector, package=package, depth=depth, examples_only=examples_only
+    return reads.vector_hits(
+        query_vector, package=package, depth=depth, examples_only=examples_only
     )

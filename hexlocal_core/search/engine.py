@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from attrs import evolve, frozen
 
 from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
-from hexlocal_core.index import chunks
 from hexlocal_core.index.chunks import ChunkRow
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker
 from hexlocal_core.search import notices
@@ -130,7 +129,7 @@ class _Clock:
 class SearchEngine:
     def __init__(
         self,
-        store: Store,
+        store: DocsStore,
         embedder: Embedder | None,
         reranker: Reranker | None,
         *,
@@ -227,7 +226,7 @@ class SearchEngine:
             ident = parse_identifier(query)
             if ident is not None:
                 exact_ids = await asyncio.to_thread(
-                    exact_chunk_ids, self.store.conn, package, ident
+                    exact_chunk_ids, self.store.session().chunks, package, ident
                 )
         final = list(dict.fromkeys([*exact_ids, *ranked]))[:limit]
         hits = self._hits(final, fts_ids, vec_ids, pool, scores, set(exact_ids))
@@ -237,7 +236,7 @@ class SearchEngine:
 
     async def exact(self, package: str, ident: Identifier) -> tuple[Hit, ...]:
         """Every chunk of exactly that identifier's item (and its sub-items), in order."""
-        ids = await asyncio.to_thread(exact_chunk_ids, self.store.conn, package, ident)
+        ids = await asyncio.to_thread(exact_chunk_ids, self.store.session().chunks, package, ident)
         return tuple(self._hits(ids, [], [], [], {}, set(ids)))
 
     def _fuse(
@@ -248,7 +247,7 @@ class SearchEngine:
     ) -> list[int]:
         """RRF of the arms, boilerplate demoted, one chunk per item, cut to the pool size."""
         t = self.tuning
-        located = chunks.locate(self.store.conn, [*fts_ids, *vec_ids])
+        located = self.store.session().chunks.locate([*fts_ids, *vec_ids])
         scale = boilerplate_scale(
             {cid: page for cid, (_, page) in located.items()}, t.boilerplate_weight
         )
@@ -264,7 +263,7 @@ class SearchEngine:
             return []
         t = self.tuning
         found = keyword_arm(
-            self.store.conn,
+            self.store.session().chunks,
             phrases,
             package=package,
             depth=t.fts_depth,
@@ -292,7 +291,7 @@ class SearchEngine:
         t = clock.lap("embed", t)
         found = await asyncio.to_thread(
             vector_arm,
-            self.store.conn,
+            self.store.session().chunks,
             vector,
             package=package,
             depth=self.tuning.vec_depth,

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import re
 
-import apsw
 from attrs import frozen
 
-from hexlocal_core.index import chunks
 from hexlocal_core.index.chunks import ItemQuery
+from hexlocal_core.index.seam import ChunkReads
 
 _IDENT = re.compile(
     r"""^\s*
@@ -72,21 +71,21 @@ def item_query(ident: Identifier) -> ItemQuery:
 
 
 def exact_chunk_ids(
-    conn: apsw.Connection, package: str, ident: Identifier, *, limit: int = 20
+    reads: ChunkReads, package: str, ident: Identifier, *, limit: int = 20
 ) -> list[int]:
     """Chunk ids of the identified item (its own ref first, then its heading sub-items)."""
-    return chunks.exact_ids(conn, package, item_query(ident), limit=limit)
+    return reads.exact_ids(package, item_query(ident), limit=limit)
 
 
 def similar_titles(
-    conn: apsw.Connection, package: str, ident: Identifier, *, limit: int = 5
+    reads: ChunkReads, package: str, ident: Identifier, *, limit: int = 5
 ) -> list[str]:
     """Documented identifiers near one that is not: same name at other arities or in other
     modules, else the module's own functions. For a `not_found` notice that helps."""
     if ident.function:
-        found = chunks.titles_named(conn, package, ident.function, ident.module, limit)
+        found = reads.titles_named(package, ident.function, ident.module, limit)
         if found:
             return found
     if ident.module:
-        return chunks.titles_in_module(conn, package, ident.module, limit)
+        return reads.titles_in_module(package, ident.module, limit)
     return []

@@ -28,7 +28,7 @@ from attrs import asdict, evolve, field, frozen
 
 from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT, MAX_DIFF_LIMIT, MAX_DIFF_OFFSET
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.exdoc_search import parse_ref
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource, sha256_text
@@ -342,7 +342,7 @@ class VersionDiffer:
 
     def __init__(
         self,
-        store: Store,
+        store: DocsStore,
         registry: HexRegistry,
         *,
         project_root: Path,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hexlocal_core.bounds import check_limit, check_query
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import JobStatus, Notice, SearchResult
@@ -15,7 +15,7 @@ from hexlocal_core.usecases.ingest import Indexing, Prepared
 
 class Docs:
     def __init__(
-        self, indexing: Indexing, engine: SearchEngine, store: Store, *, rerank_enabled: bool
+        self, indexing: Indexing, engine: SearchEngine, store: DocsStore, *, rerank_enabled: bool
     ) -> None:
         self._indexing = indexing
         self._engine = engine
@@ -65,7 +65,7 @@ class Docs:
         notices: tuple[Notice, ...] = ()
         if not hits:
             name, conn_of = prepared.name, self._store
-            near = await in_worker(lambda: similar_titles(conn_of.conn, name, ident))
+            near = await in_worker(lambda: similar_titles(conn_of.session().chunks, name, ident))
             hint = f" Documented near it: {', '.join(near)}." if near else ""
             notices = (
                 Notice(

@@ -14,7 +14,7 @@ from attrs import asdict, frozen
 
 from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import HexlocalError, UserInputError
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
 from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
 from hexlocal_core.ingest.sources import beam_request
@@ -60,7 +60,7 @@ class DriftReport:
 
 
 async def drift(
-    store: Store, ingestor: Ingestor, project_root: Path, names: Sequence[str] = ()
+    store: DocsStore, ingestor: Ingestor, project_root: Path, names: Sequence[str] = ()
 ) -> list[DriftReport]:
     """Per indexed package (or those named): how its chunks would change if re-indexed now."""
     packages = store.packages()
@@ -76,7 +76,7 @@ async def drift(
 
 
 async def _rederive(
-    store: Store, ingestor: Ingestor, project_root: Path, pkg: IndexedPackage
+    store: DocsStore, ingestor: Ingestor, project_root: Path, pkg: IndexedPackage
 ) -> IndexRequest:
     """The package's items as the current code reads them from the source it came from."""
     meta = store.package_meta(pkg.name)
@@ -92,7 +92,7 @@ async def _rederive(
 
 
 async def _drift_one(
-    store: Store, ingestor: Ingestor, project_root: Path, pkg: IndexedPackage
+    store: DocsStore, ingestor: Ingestor, project_root: Path, pkg: IndexedPackage
 ) -> DriftReport:
     stored = store.stored_hashes(pkg.name)
     try:

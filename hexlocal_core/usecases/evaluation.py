@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ports import Embedder, Reranker
 from hexlocal_core.search.engine import SearchEngine
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 async def evaluate(
     engine: SearchEngine,
-    store: Store,
+    store: DocsStore,
     embedder: Embedder | None,
     reranker: Reranker | None,
     queries: Sequence[EvalQuery],

@@ -13,7 +13,7 @@ from pathlib import Path
 from attrs import evolve, frozen
 
 from hexlocal_core.errors import ModelError, RemoteError
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
 from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
 from hexlocal_core.ingest.pipeline import in_worker, model_guard
@@ -53,7 +53,7 @@ class Prepared:
 class Indexing:
     def __init__(
         self,
-        store: Store,
+        store: DocsStore,
         embedder: Embedder | None,
         registry: HexRegistry,
         ingestor: Ingestor,

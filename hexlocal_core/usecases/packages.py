@@ -4,26 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Diagnostics, IndexedPackage
 
 
-def list_packages(store: Store) -> list[IndexedPackage]:
+def list_packages(store: DocsStore) -> list[IndexedPackage]:
     return store.packages()
 
 
-def diagnostics(store: Store, *, project_root: Path, warnings: tuple[str, ...]) -> Diagnostics:
-    import apsw
-
-    from hexlocal_core.index.migrations import SCHEMA_VERSION
-
+def diagnostics(store: DocsStore, *, project_root: Path, warnings: tuple[str, ...]) -> Diagnostics:
     config = store.embedding_config()
     return Diagnostics(
-        database_path=str(store.path),
+        database_path=store.location,
         project_root=str(project_root),
         schema_version=store.schema_version,
-        schema_known=SCHEMA_VERSION,
-        sqlite=apsw.sqlite_lib_version(),
+        schema_known=store.schema_latest,
+        engine=store.engine,
         packages=len(store.packages()),
         chunks=store.chunk_count(),
         embedding_model=config.model if config else None,

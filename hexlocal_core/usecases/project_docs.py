@@ -13,7 +13,7 @@ from attrs import asdict, field, frozen
 from hexlocal_core.bounds import check_limit, check_query
 from hexlocal_core.chunk import chunk_items
 from hexlocal_core.errors import ModelError
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE, PROJECT_VERSION, scan_markdown
 from hexlocal_core.ingest.pipeline import IndexRequest, in_worker, index_items
 from hexlocal_core.ingest.pipeline import model_guard as guard
@@ -52,7 +52,7 @@ def project_request(project_root: Path, paths: Sequence[Path] | None) -> IndexRe
 
 
 async def index_project_docs(
-    store: Store,
+    store: DocsStore,
     embedder: Embedder | None,
     project_root: Path,
     paths: Sequence[Path] | None,
@@ -84,7 +84,7 @@ async def index_project_docs(
 
 
 async def search_project_docs(
-    engine: SearchEngine, store: Store, query: str, *, limit: int, rerank_enabled: bool
+    engine: SearchEngine, store: DocsStore, query: str, *, limit: int, rerank_enabled: bool
 ) -> SearchResult:
     query = check_query(query)
     limit = check_limit(limit)

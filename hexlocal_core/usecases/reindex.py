@@ -14,8 +14,7 @@ from typing import Any
 from attrs import asdict, frozen
 
 from hexlocal_core.errors import ModelError
-from hexlocal_core.index import reindex_store
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.vectors import encode_vector
 from hexlocal_core.ingest.pipeline import in_worker, provider_of
 from hexlocal_core.ports import Embedder
@@ -60,22 +59,22 @@ def _require(embedder: Embedder | None) -> Embedder:
     return embedder
 
 
-def _uncached(store: Store, model: str, texts: list[tuple[str, str]]) -> dict[str, str]:
+def _uncached(store: DocsStore, model: str, texts: list[tuple[str, str]]) -> dict[str, str]:
     """hash -> text of the texts with no vector under `model` yet (each text once)."""
     cached = store.cached_vectors(model, [h for h, _ in texts])
     return {h: t for h, t in texts if h not in cached}
 
 
-async def plan_reindex(store: Store, embedder: Embedder | None) -> ReindexPlan:
+async def plan_reindex(store: DocsStore, embedder: Embedder | None) -> ReindexPlan:
     """What a reindex would do; reads only."""
     model = _require(embedder).model_id
 
     def read() -> ReindexPlan:
         config = store.embedding_config()
         packages = store.packages()
-        texts = [t for p in packages for t in reindex_store.embedded_texts(store, p.name)]
+        texts = [t for p in packages for t in store.reindex.embedded_texts(p.name)]
         todo = _uncached(store, model, texts)
-        memories = reindex_store.memory_texts(store)
+        memories = store.reindex.memory_texts()
         chars = sum(len(t) for t in todo.values()) + sum(len(t) for _, t in memories)
         return ReindexPlan(
             from_model=config.model if config else None,
@@ -91,7 +90,7 @@ async def plan_reindex(store: Store, embedder: Embedder | None) -> ReindexPlan:
 
 
 async def reindex(
-    store: Store,
+    store: DocsStore,
     embedder: Embedder | None,
     *,
     batch_size: int,
@@ -122,7 +121,7 @@ async def reindex(
         counter.finish()  # everything is embedded: what remains is the switch
         model_id, provider, dims = model.model_id, provider_of(model), model.dims
         await in_worker(
-            lambda: reindex_store.switch_model(store, model_id, provider, dims, memory_vectors)
+            lambda: store.reindex.switch_model(model_id, provider, dims, memory_vectors)
         )
     except Exception as exc:  # noqa: BLE001 - the switch rolled back; the cache is kept
         log.warning("reindex switch failed: %s", exc)
@@ -149,13 +148,11 @@ class _Counter:
 
 
 async def _embed_package_into_cache(
-    store: Store, embedder: Embedder, name: str, counter: _Counter, batch_size: int
+    store: DocsStore, embedder: Embedder, name: str, counter: _Counter, batch_size: int
 ) -> None:
     """All of a package's vectors under the new model land in the cache in one transaction."""
     model = embedder.model_id
-    todo = await in_worker(
-        lambda: _uncached(store, model, reindex_store.embedded_texts(store, name))
-    )
+    todo = await in_worker(lambda: _uncached(store, model, store.reindex.embedded_texts(name)))
     counter.add(name, 0)
     if not todo:
         return
@@ -166,12 +163,14 @@ async def _embed_package_into_cache(
         parts.append(await embedder.embed([todo[h] for h in part]))
         counter.add(name, len(part))
     vectors = [v for block in parts for v in block]
-    await in_worker(lambda: reindex_store.cache_vectors(store, model, hashes, vectors))
+    await in_worker(lambda: store.reindex.cache_vectors(model, hashes, vectors))
 
 
-async def _memory_vectors(store: Store, embedder: Embedder, counter: _Counter) -> dict[int, bytes]:
+async def _memory_vectors(
+    store: DocsStore, embedder: Embedder, counter: _Counter
+) -> dict[int, bytes]:
     """Memories are few and have no cache: they are embedded right before the switch."""
-    memories = await in_worker(lambda: reindex_store.memory_texts(store))
+    memories = await in_worker(lambda: store.reindex.memory_texts())
     if not memories:
         return {}
     vectors = await embedder.embed([t for _, t in memories])

@@ -26,9 +26,8 @@ from attrs import frozen
 
 from hexlocal_core.cancel import IngestCancelled
 from hexlocal_core.errors import HexlocalError, ModelError, RemoteError, UserInputError
-from hexlocal_core.index import sync_store
-from hexlocal_core.index.store import Store
-from hexlocal_core.index.sync_store import SyncRow
+from hexlocal_core.index.seam import DocsStore
+from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.ingest.jobs import alive
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import IngestProgress, JobStatus, Notice, PackageState, SyncState
@@ -87,7 +86,7 @@ class _Gathered:
 
 class Syncer:
     def __init__(
-        self, store: Store, indexing: Indexing, *, project_root: Path, include_elixir: bool
+        self, store: DocsStore, indexing: Indexing, *, project_root: Path, include_elixir: bool
     ) -> None:
         self._store = store
         self._indexing = indexing
@@ -118,7 +117,7 @@ class Syncer:
         indexed = {p.name: p.version for p in await in_worker(self._store.packages)}
         queued: list[str] = []
 
-        def decide(current: dict[str, SyncRow]) -> sync_store.QueueChanges:
+        def decide(current: dict[str, SyncRow]) -> QueueChanges:
             changes = plan_queue(
                 gathered.targets,
                 current,
@@ -129,7 +128,7 @@ class Syncer:
             queued.extend(r.package for r in changes.upsert if r.status == "queued")
             return changes
 
-        await in_worker(lambda: sync_store.update_queue(self._store, decide))
+        await in_worker(lambda: self._store.sync.update_queue(decide))
         self._kick()
         with self._listening(progress):
             if wait and self._worker is not None:
@@ -225,7 +224,7 @@ class Syncer:
         return self._elixir
 
     async def _states(self, gathered: _Gathered) -> list[PackageState]:
-        rows = await in_worker(lambda: sync_store.all_rows(self._store))
+        rows = await in_worker(lambda: self._store.sync.all_rows())
         indexed = {p.name: p for p in await in_worker(self._store.packages)}
         jobs = {j.package: j for j in self._indexing.status() if j.state == "running"}
         for row in rows.values():  # a worker of another process: no counts, but indexing
@@ -258,13 +257,13 @@ class Syncer:
         except ModelError as exc:
             log.warning("sync waits: %s", exc)
             self._blocked = why = str(exc)
-            await in_worker(lambda: sync_store.note_waiting(self._store, why))
+            await in_worker(lambda: self._store.sync.note_waiting(why))
             return
         self._blocked = None
-        await in_worker(lambda: sync_store.note_waiting(self._store, None))
+        await in_worker(lambda: self._store.sync.note_waiting(None))
         while True:
             self._pending = False
-            row = await in_worker(lambda: sync_store.claim_next(self._store))
+            row = await in_worker(lambda: self._store.sync.claim_next())
             if row is None:
                 if self._pending:
                     continue
@@ -281,7 +280,6 @@ class Syncer:
         # Elixir's apps by their version; the others as a search would ask, so the lock
         # (or _build, for git/path deps) chooses it again at this moment.
         version = row.version if row.kind == "elixir" else None
-        finish = sync_store.finish
         try:
             prepared = await self._indexing.prepare(
                 row.package, version, refresh=False, progress=self._relay(row), wait_s=None
@@ -293,24 +291,24 @@ class Syncer:
             self._finish_now(row, "queued", str(exc))
             self._blocked = why = str(exc)
             log.warning("sync stopped: %s", exc)
-            await in_worker(lambda: sync_store.note_waiting(self._store, why))
+            await in_worker(lambda: self._store.sync.note_waiting(why))
             return False
         except HexlocalError as exc:
             log.info("sync: %s failed: %s", row.package, exc)
             reason, retry = str(exc), isinstance(exc, RemoteError)
             await in_worker(
-                lambda: finish(self._store, row.package, "failed", reason=reason, retry=retry)
+                lambda: self._store.sync.finish(row.package, "failed", reason=reason, retry=retry)
             )
             self._tell(row, SyncState.FAILED, reason)
             return True
         except Exception as exc:  # noqa: BLE001 - one package's bug must not stop the rest
             log.exception("sync: indexing %s failed unexpectedly", row.package)
             reason = f"unexpected {type(exc).__name__}: {exc}"
-            await in_worker(lambda: finish(self._store, row.package, "failed", reason=reason))
+            await in_worker(lambda: self._store.sync.finish(row.package, "failed", reason=reason))
             self._tell(row, SyncState.FAILED, reason)
             return True
         done = prepared.version
-        await in_worker(lambda: finish(self._store, row.package, "done", version=done))
+        await in_worker(lambda: self._store.sync.finish(row.package, "done", version=done))
         indexed = await in_worker(lambda: self._store.package(row.package))
         chunks = indexed.chunk_count if indexed is not None else 0
         self._tell(row, SyncState.INDEXED, None, version=done, chunks=chunks)
@@ -319,7 +317,7 @@ class Syncer:
     def _finish_now(self, row: SyncRow, status: str, reason: str | None) -> None:
         # Synchronous on purpose: it runs while the task is being cancelled.
         try:
-            sync_store.finish(self._store, row.package, status, reason=reason)
+            self._store.sync.finish(row.package, status, reason=reason)
         except Exception:  # noqa: BLE001 - the next start still finds the row (dead pid)
             log.exception("could not put %s back in the sync queue", row.package)
 

@@ -1,0 +1,42 @@
+"""A real PostgreSQL 16 with pgvector for the team-mode tests, from the `pgserver` wheel.
+
+One server per test session (it starts in about a second, as a non-root user it makes
+itself when run as root); each test gets a database of its own, so tests never see each
+other's rows. Tests that need it are skipped with the reason when pgserver is missing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    pgserver = pytest.importorskip("pgserver", reason="team mode tests need pgserver")
+    root = Path(tempfile.mkdtemp(prefix="hexlocal-pg-"))
+    server = pgserver.get_server(root / "data", cleanup_mode="stop")
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> str:
+    """A fresh, empty database on the session's server, as a `postgresql://` URL."""
+    import psycopg
+
+    name = f"t{next(_names)}"
+    admin = pg_server.get_uri()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return str(pg_server.get_uri(name))

@@ -1,0 +1,108 @@
+"""Servers sharing one index ingest a package version once (issue 18).
+
+The engine decides who holds the claim (PostgreSQL: an advisory lock, see tests/pg/); this
+is the ingestor's side, over the real SQLite store with a claim held "elsewhere": it
+waits without blocking the loop, answers from the other server's work without downloading
+anything, and a cancelled wait leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hexlocal_core.adapters.hex import HexClient
+from hexlocal_core.index.store import Store
+from hexlocal_core.ingest import ingestor as ingestor_module
+from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
+from hexlocal_core.model import IngestProgress, ResolvedVersion, VersionSource
+from tests.fakes.fake_hex import FakeHex
+from tests.helpers import HashingEmbedder, chunk_of, item, write_package
+
+
+class ClaimedElsewhere(Store):
+    """The real store, with the claim held by "another server" until `free` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.free = threading.Event()
+        self.refused = 0
+        self.released = 0
+
+    def try_ingest_claim(self, package: str, version: str) -> Any:
+        if not self.free.is_set():
+            self.refused += 1
+            return None
+        outer = self
+
+        class Claim:
+            def release(self) -> None:
+                outer.released += 1
+
+        return Claim()
+
+
+@pytest.fixture(autouse=True)
+def _fast_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingestor_module, "CLAIM_POLL_S", 0.02)
+
+
+def _ingestor(store: Store, hex_client: HexClient, tmp_path: Path) -> Ingestor:
+    paths = SourcePaths(tmp_path, None, 50 * 1024 * 1024)
+    return Ingestor(store, HashingEmbedder(), hex_client, paths, slice_size=64)
+
+
+JASON = ResolvedVersion("jason", "1.4.4", VersionSource.EXPLICIT)
+
+
+async def test_a_version_another_server_indexed_is_not_downloaded_again(
+    tmp_path: Path, hex_client: HexClient, fake_hex: FakeHex
+) -> None:
+    store = ClaimedElsewhere(tmp_path / "x.db")
+    heard: list[IngestProgress] = []
+    run = asyncio.create_task(_ingestor(store, hex_client, tmp_path).run(JASON, heard.append))
+    while store.refused < 3:
+        await asyncio.sleep(0.01)  # the loop stays free while the ingestor waits
+    chunks = [chunk_of(item("Jason.html#decode/2", "Parses JSON.", package="jason"))]
+    write_package(store, "jason", chunks)  # the other server's work...
+    store.conn.execute("UPDATE packages SET version = '1.4.4' WHERE name = 'jason'")
+    store.free.set()  # ...and its claim released
+    report = await run
+    assert (report.package, report.version, report.chunks, report.embedded) == (
+        "jason",
+        "1.4.4",
+        1,
+        0,
+    )
+    assert fake_hex.requests_to("*jason*") == []
+    assert store.released == 1
+    assert any("another hexlocal server" in p.message for p in heard)
+
+
+async def test_the_claim_holder_ingests_and_releases(
+    tmp_path: Path, hex_client: HexClient, fake_hex: FakeHex
+) -> None:
+    store = ClaimedElsewhere(tmp_path / "x.db")
+    store.free.set()
+    report = await _ingestor(store, hex_client, tmp_path).run(JASON, lambda _: None)
+    assert report.chunks > 1 and report.embedded == report.chunks - report.reused
+    assert fake_hex.requests_to("*jason*")
+    assert store.released == 1 and store.package("jason") is not None
+
+
+async def test_a_cancelled_wait_takes_nothing(
+    tmp_path: Path, hex_client: HexClient, fake_hex: FakeHex
+) -> None:
+    store = ClaimedElsewhere(tmp_path / "x.db")
+    run = asyncio.create_task(_ingestor(store, hex_client, tmp_path).run(JASON, lambda _: None))
+    while store.refused < 2:
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert store.released == 0 and store.package("jason") is None
+    assert fake_hex.requests_to("*jason*") == []
