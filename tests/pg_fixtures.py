@@ -23,6 +23,14 @@ def pg_server() -> Iterator[Any]:
     pgserver = pytest.importorskip("pgserver", reason="team mode tests need pgserver")
     root = Path(tempfile.mkdtemp(prefix="hexlocal-pg-"))
     server = pgserver.get_server(root / "data", cleanup_mode="stop")
+    import psycopg
+
+    # A throwaway server: without fsync, stopping it no longer writes out every test
+    # database (measured: stop 24.5 s -> 1.6 s, creating 20 databases 10.4 s -> 4.8 s).
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = off")
+        conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+        conn.execute("SELECT pg_reload_conf()")
     try:
         yield server
     finally:

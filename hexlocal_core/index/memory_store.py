@@ -263,7 +263,9 @@ def keyword_memory_ids(
 def out_of_scope_count(conn: apsw.Connection, scope: MemoryScope) -> int:
     """How many memories the scope leaves out (k-NN cannot filter, so it asks for more)."""
     where, params = scope.sql()
-    sql = f"SELECT count(*) FROM memories m WHERE NOT (1 = 1{where})"
+    # coalesce: `m.package = ?` is NULL for a memory with no package, which NOT keeps NULL,
+    # so without it such memories were never counted and k-NN asked for too few.
+    sql = f"SELECT count(*) FROM memories m WHERE NOT coalesce((1 = 1{where}), 0)"
     return int(scalar(conn, sql, params) or 0)
 
 

@@ -79,8 +79,11 @@ def finish(
 
 
 def mark_failed(conn: Session, request_id: str, reason: str) -> None:
-    """Gives up on an item (its text stays in the queue row) and logs why."""
+    """Gives up on an item (its text stays in the queue row) and logs why; an item another
+    server has meanwhile decided keeps that decision."""
     with conn.atomic():
+        if not claim(conn, request_id):
+            return
         finish(
             conn,
             request_id,
