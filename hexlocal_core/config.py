@@ -210,6 +210,11 @@ class Settings:
         return self.ai_embed_model in (DEFAULT_EMBED_MODEL, "local", "all-MiniLM-L6-v2")
 
     @property
+    def database_location(self) -> str:
+        """Where the index is, as it may be shown: the file, or the URL without secrets."""
+        return redact_url(self.database_url) if self.database_url else str(self.database_path)
+
+    @property
     def rerank_enabled(self) -> bool:
         return self.ai_rerank_model.lower() not in ("off", "none", "false", "0", "")
 

@@ -298,7 +298,7 @@ def run(options: HttpOptions) -> int:
         port,
         MCP_PATH,
         auth,
-        settings.database_path,
+        settings.database_location,
     )
     if not is_loopback(options.host):
         log.warning(

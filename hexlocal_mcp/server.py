@@ -59,7 +59,7 @@ class ServiceHost:
     # must be gone within 2 s of its client closing stdin (see EXIT_GRACE_S).
     CLOSE_WAIT_S = 1.0
 
-    def __init__(self, factory: ServiceFactory, *, database_path: Path | None = None) -> None:
+    def __init__(self, factory: ServiceFactory, *, database_path: Path | str | None = None) -> None:
         self._factory = factory
         self._database_path = database_path
         self._boot: asyncio.Task[Hexlocal] | None = None
@@ -132,7 +132,8 @@ class ServiceHost:
         kind = "" if isinstance(exc, StoreError) else f"{type(exc).__name__}: "
         return (
             f"hexlocal could not start: cannot open {where} ({kind}{reason}). "
-            "Point DATABASE_PATH at a writable file, or move a damaged one away, then restart "
+            "Point DATABASE_PATH at a writable file (or DATABASE_URL at a reachable PostgreSQL), "
+            "or move a damaged file away, then restart "
             "the MCP server; `hexlocal doctor` checks the setup."
         )
 
@@ -235,7 +236,7 @@ def create_server(
         factory = default_factory(settings)
     else:
         factory = service_factory
-    database_path = settings.database_path if settings is not None else None
+    database_path = settings.database_location if settings is not None else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: FastMCP[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -316,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     logs.bootstrap()
     settings = Settings.from_env()
     logs.configure(settings)
-    log.info("hexlocal MCP server starting (database %s)", settings.database_path)
+    log.info("hexlocal MCP server starting (database %s)", settings.database_location)
     server = create_server(settings=settings)
     with contextlib.suppress(KeyboardInterrupt), stdio.claimed_stdio() as (in_fd, out_fd):
         anyio.run(
