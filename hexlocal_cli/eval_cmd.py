@@ -18,6 +18,7 @@ from rich.table import Table
 from hexlocal_cli import common
 
 if TYPE_CHECKING:
+    from hexlocal_core.config import Settings
     from hexlocal_core.evaluation import EvalOptions, EvalQuery, EvalReport, QueryResult
     from hexlocal_core.service import Hexlocal
 
@@ -111,6 +112,18 @@ def eval_database(queries: Path) -> Path:
     return base / "eval" / f"{queries.stem or 'queries'}.db"
 
 
+def _eval_settings(settings: Settings, database: str | None, queries: Path) -> Settings:
+    """The evaluation's index: --database (a file or a postgresql:// URL), else the set's
+    own file; a team's DATABASE_URL is never written by an evaluation it did not name."""
+    import attrs
+
+    if database and database.startswith(("postgresql://", "postgres://")):
+        return attrs.evolve(settings, database_url=database)
+    target = Path(database).expanduser() if database else eval_database(queries)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return attrs.evolve(settings, database_path=target, database_url="")
+
+
 async def evaluate(
     service: Hexlocal,
     queries: Sequence[EvalQuery],
@@ -146,9 +159,8 @@ async def evaluate(
 @click.option(
     "--database",
     "database",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The index to measure (default: the query set's own, "
-    "<user data>/hexlocal/eval/<set>.db; never the project's).",
+    help="The index to measure: a SQLite file or a postgresql:// URL (default: the query "
+    "set's own, <user data>/hexlocal/eval/<set>.db; never the project's or DATABASE_URL's).",
 )
 @click.option(
     "--exact/--no-exact", default=True, show_default=True, help="Exact identifier lookup."
@@ -172,7 +184,7 @@ def eval_command(
     queries_path: Path | None,
     modes: tuple[str, ...] | None,
     only: str | None,
-    database: Path | None,
+    database: str | None,
     exact: bool,
     all_packages: bool,
     verbose: bool,
@@ -187,8 +199,6 @@ def eval_command(
     those whose expected refs match no stored chunk are reported BROKEN; neither is scored.
     The evaluation has its own index (see --database): the project's is never changed.
     """
-    import attrs
-
     from hexlocal_core.evaluation import EvalOptions, load_queries
 
     path = queries_path or default_queries()
@@ -199,11 +209,9 @@ def eval_command(
     )
     with common.translated():
         queries = load_queries(path)
-    target = database or eval_database(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    settings = attrs.evolve(common.load_settings(), database_path=target)
+    settings = _eval_settings(common.load_settings(), database, path)
     if not as_json:
-        common.err().print(f"index: {escape(str(target))}")
+        common.err().print(f"index: {escape(settings.database_location)}")
     report = common.with_service(
         lambda service: evaluate(service, queries, options, source=str(path), ingest=ingest),
         settings=settings,

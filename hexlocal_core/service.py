@@ -421,7 +421,7 @@ def open_store(settings: Settings) -> DocsStore:
                 f"DATABASE_URL names PostgreSQL but its driver is missing ({exc.name}); "
                 "install it with: pip install 'hexlocal[postgres]'"
             ) from exc
-        store: DocsStore = PgStore(settings.database_url)
+        store: DocsStore = PgStore(settings.database_url, server_id=settings.server_id)
         return store
     from hexlocal_core.index.store import Store
 

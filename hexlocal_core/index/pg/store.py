@@ -1,0 +1,375 @@
+"""The docs index on PostgreSQL + pgvector (team mode): `seam.DocsStore`, like `store.Store`.
+
+Several hexlocal servers, on several hosts, share one database. What that changes from
+the SQLite store, which one user's processes share:
+
+- Opening migrates under an advisory lock (`pg/migrations.py`), so servers starting at
+  once apply each step once.
+- `try_ingest_claim` takes a session-level advisory lock on a connection of its own, held
+  for the whole fetch-and-write: one server ingests a package version, the others poll
+  until it is done and then find it indexed.
+- The embedding model is claimed under a shared advisory lock (`db.EMBEDDING_LOCK`), which
+  a model switch takes exclusively: vectors of an old model cannot be committed into an
+  index another server is switching, nor two models' first writes both win.
+- Chunk vectors are one table per package (`pg/vectors.py`), written, indexed and
+  dropped in `replace_package`'s transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from hexlocal_core.errors import StoreError
+from hexlocal_core.index.chunks import ChunkRow
+from hexlocal_core.index.db import utcnow
+from hexlocal_core.index.pg import chunks as pg_chunks
+from hexlocal_core.index.pg import db as pg_db
+from hexlocal_core.index.pg import fts, vectors
+from hexlocal_core.index.pg.db import EMBEDDING_LOCK, INGEST_SPACE, WRITE_SPACE, Database, Executor
+from hexlocal_core.index.pg.memories import PgMemoryQueries
+from hexlocal_core.index.pg.migrations import SCHEMA_VERSION, migrate
+from hexlocal_core.index.pg.ops import PgJobs, PgReindex, PgSync, PgUsage
+from hexlocal_core.index.pg.ops import server_id as server_id_default
+from hexlocal_core.index.store import EmbeddingConfig, PackageMeta, PackageWrite
+from hexlocal_core.index.tokens import split_terms
+from hexlocal_core.model import Chunk, IndexedPackage, sha256_text
+from hexlocal_core.redact import redact_url
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+_PACKAGE_SELECT = (
+    "SELECT name, version, source, status, ingested_at, chunker_version, item_count,"
+    " chunk_count, embed_model FROM packages"
+)
+_CHUNK_INSERT_COLUMNS = (
+    "id, package, version, ordinal, ref, page, title, doc_type, module, function, arity,"
+    " signature, deprecated, since, content, content_hash, embed_hash, split_terms,"
+    " hexdocs_url, source_url, source, has_example, tsv, token_count"
+)
+
+
+def read_embedding_config(ex: Connection | Executor) -> EmbeddingConfig | None:
+    row = ex.execute(
+        "SELECT model, dims, provider, recorded_at FROM embedding_config WHERE id = 1"
+    ).fetchone()
+    if row is None:
+        return None
+    return EmbeddingConfig(str(row[0]), int(row[1]), str(row[2]), str(row[3]))
+
+
+def claim_embedding(ex: Connection | Executor, model: str, dims: int, provider: str) -> None:
+    """Inside a transaction: make sure vectors of `model` may be written (see `Store`).
+
+    The first writer records its model and dims; later writers of the same model pass;
+    another model is refused, so vectors of two models never mix in one index.
+    """
+    ex.execute("SELECT pg_advisory_xact_lock_shared(%s, %s)", EMBEDDING_LOCK)
+    current = read_embedding_config(ex)
+    if current is None:
+        # Two first writers at once: the second waits on the key, then reads the winner.
+        ex.execute(
+            "INSERT INTO embedding_config(id, model, dims, provider, recorded_at)"
+            " VALUES (1, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+            (model, dims, provider, utcnow()),
+        )
+        current = read_embedding_config(ex)
+    if current is not None and (current.model, current.dims) != (model, dims):
+        raise StoreError(
+            f"the index holds vectors from {current.model} ({current.dims} dims); refusing to "
+            f"mix in {model} ({dims} dims). Run `hexlocal reindex` to switch models."
+        )
+
+
+class PgSession(Executor):
+    """One thread's view of the index; `execute` and friends are documented in `pg/db.py`."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self.chunks = pg_chunks.PgChunkReads(self)
+        self.memories = PgMemoryQueries(self)
+
+    def claim_embedding(self, model: str, dims: int, provider: str) -> None:
+        claim_embedding(self, model, dims, provider)
+
+
+class PgIngestClaim:
+    """A held ingest claim (`PgStore.try_ingest_claim`); `release` may run in any thread."""
+
+    def __init__(self, conn: Connection, key: tuple[int, str]) -> None:
+        self._conn = conn
+        self._key = key
+
+    def release(self) -> None:
+        if self._conn.closed:
+            return
+        with contextlib.suppress(psycopg.Error):
+            self._conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", self._key)
+        self._conn.close()
+
+
+class PgStore:
+    """The docs index in one PostgreSQL database (`DATABASE_URL`)."""
+
+    def __init__(self, url: str, *, server_id: str = "") -> None:
+        """`server_id` names this server in usage rows (`HEXLOCAL_SERVER_ID`); empty:
+        host:pid."""
+        location = redact_url(url)
+        conn = pg_db.connect(url)
+        try:
+            with pg_db.translating(location):
+                self.schema_version = migrate(conn, location)
+        finally:
+            conn.close()
+        self.schema_latest = SCHEMA_VERSION
+        self._db = Database(url)
+        self._ex = Executor(self._db)
+        self._usage = PgUsage(self._ex, server_id or server_id_default())
+
+    # -- the seam (seam.DocsStore) -------------------------------------------------------
+
+    @property
+    def engine(self) -> str:
+        row = self._ex.fetchone(
+            "SELECT current_setting('server_version'),"
+            " (SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+        )
+        server, vector = row if row else ("?", "?")
+        return f"PostgreSQL {server} with pgvector {vector}"
+
+    @property
+    def location(self) -> str:
+        return self._db.location
+
+    def session(self) -> PgSession:
+        return PgSession(self._db)
+
+    @property
+    def jobs(self) -> PgJobs:
+        return PgJobs(self._ex)
+
+    @property
+    def sync(self) -> PgSync:
+        return PgSync(self._ex)
+
+    @property
+    def reindex(self) -> PgReindex:
+        return PgReindex(self._db)
+
+    @property
+    def usage(self) -> PgUsage:
+        return self._usage
+
+    def try_ingest_claim(self, package: str, version: str) -> PgIngestClaim | None:
+        """The right to ingest `package@version`, or None while another server holds it.
+
+        A session-level advisory lock, held on a connection of its own until `release`:
+        a server that dies mid-ingest releases it with its connection."""
+        conn = pg_db.connect(self._db.url)
+        key = (INGEST_SPACE, f"{package}@{version}")
+        try:
+            with pg_db.translating(self.location):
+                row = conn.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key).fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        if not (row and row[0]):
+            conn.close()
+            return None
+        return PgIngestClaim(conn, key)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # -- embedding identity --------------------------------------------------------------
+
+    def embedding_config(self) -> EmbeddingConfig | None:
+        return read_embedding_config(self._ex)
+
+    def vector_tables_exist(self) -> bool:
+        """Whether an embedder's dims are known (SQLite: the vec0 tables exist)."""
+        return bool(self._ex.scalar("SELECT EXISTS (SELECT 1 FROM embedding_config)"))
+
+    # -- packages ------------------------------------------------------------------------
+
+    def package(self, name: str) -> IndexedPackage | None:
+        row = self._ex.fetchone(_PACKAGE_SELECT + " WHERE name = %s", (name,))
+        return None if row is None else _to_package(row)
+
+    def packages(self) -> list[IndexedPackage]:
+        found = self._ex.fetchall(_PACKAGE_SELECT + ' ORDER BY name COLLATE "C"')
+        return [_to_package(r) for r in found]
+
+    def package_meta(self, name: str) -> PackageMeta:
+        """How the package was ingested (every field None when it is not indexed)."""
+        row = self._ex.fetchone("SELECT docs_html_url, meta FROM packages WHERE name = %s", (name,))
+        return PackageMeta() if row is None else PackageMeta.from_stored(row[0], row[1])
+
+    def replace_package(self, write: PackageWrite) -> None:
+        """Write a package version whole, replacing any other version, in one transaction."""
+        if len(write.chunks) != len(write.vectors):
+            raise StoreError("internal: chunks and vectors differ in number; nothing written")
+        dims = int(write.vectors.shape[1]) if len(write.vectors) else 0
+        rows = [_chunk_values(write.name, chunk) for chunk in write.chunks]
+        tokens = sum(int(r[-1]) for r in rows)
+        with self._db.transaction() as conn:
+            if dims:
+                claim_embedding(conn, write.embed_model, dims, write.embed_provider)
+            _lock_package(conn, write.name)
+            _delete_package_rows(conn, write.name)
+            conn.execute(
+                "INSERT INTO packages(name, version, source, status, ingested_at,"
+                " chunker_version, item_count, chunk_count, embed_model, docs_html_url, meta,"
+                " token_count) VALUES (%s, %s, %s, 'complete', %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    write.name,
+                    write.version,
+                    write.source,
+                    utcnow(),
+                    write.chunker_version,
+                    write.item_count,
+                    len(write.chunks),
+                    write.embed_model,
+                    write.docs_html_url,
+                    json.dumps(write.meta or {}),
+                    tokens,
+                ),
+            )
+            ids = _allocate_ids(conn, len(rows))
+            with conn.cursor().copy(f"COPY chunks ({_CHUNK_INSERT_COLUMNS}) FROM STDIN") as copy:
+                for chunk_id, values in zip(ids, rows, strict=True):
+                    copy.write_row((chunk_id, *values))
+            if dims:
+                _write_vectors(conn, write, ids, dims)
+
+    def delete_package(self, name: str) -> bool:
+        with self._db.transaction() as conn:
+            _lock_package(conn, name)
+            existed = conn.execute("SELECT 1 FROM packages WHERE name = %s", (name,)).fetchone()
+            _delete_package_rows(conn, name)
+        return existed is not None
+
+    # -- embedding cache -----------------------------------------------------------------
+
+    def cached_vectors(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray[Any, Any]]:
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[str, np.ndarray[Any, Any]] = {}
+        with self._db.connection() as conn:
+            for start in range(0, len(wanted), 1000):
+                part = wanted[start : start + 1000]
+                for text_hash, vector in conn.execute(
+                    "SELECT text_hash, vector FROM embed_cache"
+                    " WHERE model = %s AND text_hash = ANY(%s::text[])",
+                    (model, part),
+                    binary=True,
+                ):
+                    found[str(text_hash)] = np.asarray(vector, dtype=np.float32)
+        return found
+
+    # -- reads for search ----------------------------------------------------------------
+
+    def stored_hashes(self, package: str) -> list[tuple[str, int, str]]:
+        """(ref, ordinal, content_hash) of every stored chunk of a package, for drift."""
+        found = self._ex.fetchall(
+            "SELECT ref, ordinal, content_hash FROM chunks WHERE package = %s ORDER BY id",
+            (package,),
+        )
+        return [(str(r[0]), int(r[1]), str(r[2])) for r in found]
+
+    def chunk_count(self) -> int:
+        return int(self._ex.scalar("SELECT count(*) FROM chunks") or 0)
+
+    def hydrate(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Rows for the ids, in the order given; ids not stored are left out."""
+        return pg_chunks.hydrate(self._ex, ids)
+
+
+def _chunk_values(package: str, chunk: Chunk) -> tuple[Any, ...]:
+    """A chunk's column values after its id (COPY order), its tsvector built here."""
+    item = chunk.item
+    split = split_terms(item.title, chunk.content)
+    doc = fts.document(item.title, chunk.content, split)
+    return (
+        package,
+        item.version,
+        chunk.ordinal,
+        item.ref,
+        item.page,
+        item.title,
+        str(item.doc_type),
+        item.module,
+        item.function,
+        item.arity,
+        item.signature,
+        item.deprecated,
+        item.since,
+        chunk.content,
+        chunk.content_hash,
+        sha256_text(chunk.embedding_text()),
+        split,
+        item.hexdocs_url,
+        item.source_url,
+        str(item.source),
+        bool(chunk.has_example),
+        doc.tsvector,
+        doc.length,
+    )
+
+
+def _allocate_ids(conn: Connection, n: int) -> list[int]:
+    """n new chunk ids, increasing (document order is id order, as on SQLite)."""
+    if n == 0:
+        return []
+    found = conn.execute(
+        "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, %s)",
+        (n,),
+    ).fetchall()
+    return sorted(int(r[0]) for r in found)
+
+
+def _write_vectors(conn: Connection, write: PackageWrite, ids: Sequence[int], dims: int) -> None:
+    """The package's vector table, its index, and the embedding cache rows."""
+    vectors.create(conn, write.name, dims)
+    vectors.load(
+        conn,
+        write.name,
+        (
+            (chunk_id, bool(chunk.has_example), vector)
+            for chunk_id, chunk, vector in zip(ids, write.chunks, write.vectors, strict=True)
+        ),
+    )
+    vectors.index(conn, write.name)
+    vectors.cache_package(conn, write.name, write.embed_model, dims)
+
+
+def _lock_package(conn: Connection, name: str) -> None:
+    """Two servers writing one package (two versions of a package new to the index) take
+    turns: the second replaces the first's rows instead of failing on its primary key."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (WRITE_SPACE, name))
+
+
+def _delete_package_rows(conn: Connection, name: str) -> None:
+    vectors.drop(conn, name)
+    conn.execute("DELETE FROM chunks WHERE package = %s", (name,))
+    conn.execute("DELETE FROM packages WHERE name = %s", (name,))
+
+
+def _to_package(r: Sequence[Any]) -> IndexedPackage:
+    name, version, source, status, ingested_at, chunker_version, items, chunks_, model = r
+    return IndexedPackage(
+        name=name,
+        version=version,
+        source=source,
+        status=status,
+        chunk_count=int(chunks_),
+        item_count=int(items),
+        chunker_version=int(chunker_version),
+        ingested_at=ingested_at,
+        embed_model=model,
+    )
