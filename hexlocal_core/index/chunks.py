@@ -49,16 +49,17 @@ class ChunkRow:
 
 
 # Column order of ChunkRow; the SELECT names them so a new column never shifts the tuple.
-_CHUNK_COLUMNS = (
+# Both engines read rows with these (pg/chunks.py too).
+CHUNK_COLUMNS = (
     "id, package, version, ordinal, ref, page, title, doc_type, module, function, arity,"
     " signature, deprecated, since, content, content_hash, embed_hash, split_terms,"
     " hexdocs_url, source_url, source, has_example"
 )
 
 
-def _chunk_row(r: Sequence[Any]) -> ChunkRow:
+def chunk_row(r: Sequence[Any]) -> ChunkRow:
     return ChunkRow(
-        id=r[0],
+        id=int(r[0]),
         package=r[1],
         version=r[2],
         ordinal=r[3],
@@ -91,8 +92,8 @@ def hydrate(conn: apsw.Connection, ids: Sequence[int]) -> list[ChunkRow]:
     """Rows for the ids, in the order given (`IN (...)` returns storage order)."""
     if not ids:
         return []
-    sql = f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id IN ({_marks(len(ids))})"
-    by_id = {int(r[0]): _chunk_row(r) for r in conn.execute(sql, tuple(ids))}
+    sql = f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({_marks(len(ids))})"
+    by_id = {int(r[0]): chunk_row(r) for r in conn.execute(sql, tuple(ids))}
     return [by_id[i] for i in ids if i in by_id]
 
 

@@ -31,7 +31,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def _tags(raw: str | None) -> tuple[str, ...]:
+def tags_of(raw: str | None) -> tuple[str, ...]:
     return tuple(str(t) for t in json.loads(raw or "[]"))
 
 
@@ -52,12 +52,12 @@ class MemoryRow:
     updated_at: str
 
 
-_MEMORY_COLUMNS = (
+MEMORY_COLUMNS = (
     "id, text, curated, package, version, tags, deprecated, embed_model, created_at, updated_at"
 )
 
 
-def _memory_row(r: Sequence[Any]) -> MemoryRow:
+def memory_row(r: Sequence[Any]) -> MemoryRow:
     mid, text, curated, package, version, tags, deprecated, model, created, updated = r
     return MemoryRow(
         id=int(mid),
@@ -65,7 +65,7 @@ def _memory_row(r: Sequence[Any]) -> MemoryRow:
         curated=bool(curated),
         package=package,
         version=version,
-        tags=_tags(tags),
+        tags=tags_of(tags),
         deprecated=bool(deprecated),
         embed_model=model,
         created_at=created,
@@ -76,8 +76,8 @@ def _memory_row(r: Sequence[Any]) -> MemoryRow:
 def memories_by_ids(conn: apsw.Connection, ids: Sequence[int]) -> dict[int, MemoryRow]:
     if not ids:
         return {}
-    sql = f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({_marks(len(ids))})"
-    return {row.id: row for row in map(_memory_row, conn.execute(sql, tuple(ids)))}
+    sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({_marks(len(ids))})"
+    return {row.id: row for row in map(memory_row, conn.execute(sql, tuple(ids)))}
 
 
 def memory_text(conn: apsw.Connection, memory_id: int) -> str | None:
@@ -377,7 +377,7 @@ def next_pending(conn: apsw.Connection) -> QueuedRow | None:
         " WHERE status = 'pending' ORDER BY seq LIMIT 1"
     )
     for seq, request_id, text, package, version, tags in conn.execute(sql):
-        return QueuedRow(int(seq), request_id, text, package, version, _tags(tags))
+        return QueuedRow(int(seq), request_id, text, package, version, tags_of(tags))
     return None
 
 

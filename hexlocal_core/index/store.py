@@ -211,12 +211,12 @@ class Store:
     # -- packages -----------------------------------------------------------------------
 
     def package(self, name: str) -> IndexedPackage | None:
-        for r in self.conn.execute(_PACKAGE_SELECT + " WHERE name = ?", (name,)):
-            return _to_package(r)
+        for r in self.conn.execute(PACKAGE_SELECT + " WHERE name = ?", (name,)):
+            return to_package(r)
         return None
 
     def packages(self) -> list[IndexedPackage]:
-        return [_to_package(r) for r in self.conn.execute(_PACKAGE_SELECT + " ORDER BY name")]
+        return [to_package(r) for r in self.conn.execute(PACKAGE_SELECT + " ORDER BY name")]
 
     def package_meta(self, name: str) -> PackageMeta:
         """How the package was ingested (every field None when it is not indexed)."""
@@ -368,22 +368,22 @@ def _insert_embedding_config(conn: apsw.Connection, model: str, dims: int, provi
     )
 
 
-_PACKAGE_SELECT = (
+PACKAGE_SELECT = (
     "SELECT name, version, source, status, ingested_at, chunker_version, item_count,"
     " chunk_count, embed_model FROM packages"
 )
 
 
-def _to_package(r: Sequence[Any]) -> IndexedPackage:
+def to_package(r: Sequence[Any]) -> IndexedPackage:
     name, version, source, status, ingested_at, chunker_version, items, chunks_, model = r
     return IndexedPackage(
         name=name,
         version=version,
         source=source,
         status=status,
-        chunk_count=chunks_,
-        item_count=items,
-        chunker_version=chunker_version,
+        chunk_count=int(chunks_),
+        item_count=int(items),
+        chunker_version=int(chunker_version),
         ingested_at=ingested_at,
         embed_model=model,
     )

@@ -18,51 +18,23 @@ but over every matching row rather than FTS5's best `rescore * depth`: exact, so
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from attrs import frozen
 
-from hexlocal_core.index.chunks import ChunkRow, ItemQuery, PackageStats
+from hexlocal_core.index.chunks import (
+    CHUNK_COLUMNS,
+    ChunkRow,
+    ItemQuery,
+    PackageStats,
+    chunk_row,
+)
 from hexlocal_core.index.pg import fts, vectors
 from hexlocal_core.index.pg.db import Executor
 from hexlocal_core.ports import Vectors
 
-CHUNK_COLUMNS = (
-    "id, package, version, ordinal, ref, page, title, doc_type, module, function, arity,"
-    " signature, deprecated, since, content, content_hash, embed_hash, split_terms,"
-    " hexdocs_url, source_url, source, has_example"
-)
-
 # The ref's anchor (all of it without a `#`) has a `-`: a heading sub-item
 # (`Mod.html#fun/2-examples`), as `chunks._SUB_ITEM` says it.
 SUB_ITEM = "(strpos(substr(ref, strpos(ref, '#') + 1), '-') > 0)"
-
-
-def chunk_row(r: Sequence[Any]) -> ChunkRow:
-    return ChunkRow(
-        id=int(r[0]),
-        package=r[1],
-        version=r[2],
-        ordinal=r[3],
-        ref=r[4],
-        page=r[5],
-        title=r[6],
-        doc_type=r[7],
-        module=r[8],
-        function=r[9],
-        arity=r[10],
-        signature=r[11],
-        deprecated=r[12],
-        since=r[13],
-        content=r[14],
-        content_hash=r[15],
-        embed_hash=r[16],
-        split_terms=r[17],
-        hexdocs_url=r[18],
-        source_url=r[19],
-        source=r[20],
-        has_example=bool(r[21]),
-    )
 
 
 def hydrate(ex: Executor, ids: Sequence[int]) -> list[ChunkRow]:

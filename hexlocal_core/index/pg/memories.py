@@ -31,6 +31,7 @@ from psycopg.abc import Params, Query
 
 from hexlocal_core.index.db import utcnow
 from hexlocal_core.index.memory_store import (
+    MEMORY_COLUMNS,
     CurationEntry,
     MemoryRow,
     MemoryScope,
@@ -38,6 +39,8 @@ from hexlocal_core.index.memory_store import (
     NewRequest,
     QueuedRow,
     RequestRow,
+    memory_row,
+    tags_of,
 )
 from hexlocal_core.index.pg import fts
 from hexlocal_core.index.pg.db import EMBEDDING_LOCK
@@ -54,10 +57,6 @@ class Executes(Protocol):
 def _scalar(ex: Executes, sql: Query, params: Params | None = None) -> Any:
     row = ex.execute(sql, params).fetchone()
     return None if row is None else row[0]
-
-
-def _tags(raw: str | None) -> tuple[str, ...]:
-    return tuple(str(t) for t in json.loads(raw or "[]"))
 
 
 # -- the schema (migration step 1 runs it inside its transaction) --------------------------
@@ -199,26 +198,6 @@ CLAIM_LEASE_S = 120
 # ingest claims).
 DECISION_LOCK = (0x68657870, 1)  # 'hexp': one memory decision at a time
 
-_MEMORY_COLUMNS = (
-    "id, text, curated, package, version, tags, deprecated, embed_model, created_at, updated_at"
-)
-
-
-def _memory_row(r: Sequence[Any]) -> MemoryRow:
-    mid, text, curated, package, version, tags, deprecated, model, created, updated = r
-    return MemoryRow(
-        id=int(mid),
-        text=text,
-        curated=bool(curated),
-        package=package,
-        version=version,
-        tags=_tags(tags),
-        deprecated=bool(deprecated),
-        embed_model=model,
-        created_at=created,
-        updated_at=updated,
-    )
-
 
 class PgMemoryQueries:
     """`seam.MemoryQueries` over one `PgSession` (statements run where the session says:
@@ -248,8 +227,8 @@ class PgMemoryQueries:
     def memories_by_ids(self, ids: Sequence[int]) -> dict[int, MemoryRow]:
         if not ids:
             return {}
-        sql = f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s::bigint[])"
-        return {r.id: r for r in map(_memory_row, self._run(sql, (list(ids),)).fetchall())}
+        sql = f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s::bigint[])"
+        return {r.id: r for r in map(memory_row, self._run(sql, (list(ids),)).fetchall())}
 
     def memory_text(self, memory_id: int) -> str | None:
         # FOR UPDATE: the backfill reads the text, then writes its vector; a rewrite by
@@ -494,7 +473,7 @@ class PgMemoryQueries:
         if row is None:
             return None
         seq, request_id, text, package, version, tags = row
-        return QueuedRow(int(seq), request_id, text, package, version, _tags(tags))
+        return QueuedRow(int(seq), request_id, text, package, version, tags_of(tags))
 
     def pending_count(self) -> int:
         sql = "SELECT count(*) FROM remember_queue WHERE status = 'pending'"

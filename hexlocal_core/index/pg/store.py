@@ -36,7 +36,13 @@ from hexlocal_core.index.pg.memories import PgMemoryQueries
 from hexlocal_core.index.pg.migrations import SCHEMA_VERSION, migrate
 from hexlocal_core.index.pg.ops import PgJobs, PgReindex, PgSync, PgUsage
 from hexlocal_core.index.pg.ops import server_id as server_id_default
-from hexlocal_core.index.store import EmbeddingConfig, PackageMeta, PackageWrite
+from hexlocal_core.index.store import (
+    PACKAGE_SELECT,
+    EmbeddingConfig,
+    PackageMeta,
+    PackageWrite,
+    to_package,
+)
 from hexlocal_core.index.tokens import split_terms
 from hexlocal_core.model import Chunk, IndexedPackage, sha256_text
 from hexlocal_core.redact import redact_url
@@ -44,10 +50,6 @@ from hexlocal_core.redact import redact_url
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 
-_PACKAGE_SELECT = (
-    "SELECT name, version, source, status, ingested_at, chunker_version, item_count,"
-    " chunk_count, embed_model FROM packages"
-)
 _CHUNK_INSERT_COLUMNS = (
     "id, package, version, ordinal, ref, page, title, doc_type, module, function, arity,"
     " signature, deprecated, since, content, content_hash, embed_hash, split_terms,"
@@ -199,12 +201,12 @@ class PgStore:
     # -- packages ------------------------------------------------------------------------
 
     def package(self, name: str) -> IndexedPackage | None:
-        row = self._ex.fetchone(_PACKAGE_SELECT + " WHERE name = %s", (name,))
-        return None if row is None else _to_package(row)
+        row = self._ex.fetchone(PACKAGE_SELECT + " WHERE name = %s", (name,))
+        return None if row is None else to_package(row)
 
     def packages(self) -> list[IndexedPackage]:
-        found = self._ex.fetchall(_PACKAGE_SELECT + ' ORDER BY name COLLATE "C"')
-        return [_to_package(r) for r in found]
+        found = self._ex.fetchall(PACKAGE_SELECT + ' ORDER BY name COLLATE "C"')
+        return [to_package(r) for r in found]
 
     def package_meta(self, name: str) -> PackageMeta:
         """How the package was ingested (every field None when it is not indexed)."""
@@ -358,18 +360,3 @@ def _delete_package_rows(conn: Connection, name: str) -> None:
     vectors.drop(conn, name)
     conn.execute("DELETE FROM chunks WHERE package = %s", (name,))
     conn.execute("DELETE FROM packages WHERE name = %s", (name,))
-
-
-def _to_package(r: Sequence[Any]) -> IndexedPackage:
-    name, version, source, status, ingested_at, chunker_version, items, chunks_, model = r
-    return IndexedPackage(
-        name=name,
-        version=version,
-        source=source,
-        status=status,
-        chunk_count=int(chunks_),
-        item_count=int(items),
-        chunker_version=int(chunker_version),
-        ingested_at=ingested_at,
-        embed_model=model,
-    )
