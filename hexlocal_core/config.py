@@ -207,7 +207,9 @@ class Settings:
 
     @property
     def uses_local_embedder(self) -> bool:
-        return self.ai_embed_model in (DEFAULT_EMBED_MODEL, "local", "all-MiniLM-L6-v2")
+        # `...@int8` names the same local model's int8 graph: local too, never the cloud API.
+        base = self.ai_embed_model.removesuffix("@int8")
+        return base in (DEFAULT_EMBED_MODEL.removesuffix("@int8"), "local", "all-MiniLM-L6-v2")
 
     @property
     def database_location(self) -> str:

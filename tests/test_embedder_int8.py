@@ -51,6 +51,8 @@ def test_int8_names_select_the_int8_embedder() -> None:
     for name in ("sentence-transformers/all-MiniLM-L6-v2@int8", "all-MiniLM-L6-v2@int8"):
         settings = model_settings(AI_EMBED_MODEL=name)
         assert model_sources.uses_local_embedder(settings) and model_sources.wants_int8(settings)
+        # What build() and `models` read: an int8 name must never go to the cloud API.
+        assert settings.uses_local_embedder
         assert model_sources.embed_model_id(settings) == INT8_ID
         # The files are the fp32 model's: nothing else to download.
         assert model_sources.repo_id(settings, Which.EMBEDDER) == model_sources.DEFAULT_EMBED_REPO
@@ -60,6 +62,7 @@ def test_int8_names_select_the_int8_embedder() -> None:
     assert not model_sources.uses_local_embedder(
         model_settings(AI_EMBED_MODEL="mistral-embed@int8")
     )
+    assert not model_settings(AI_EMBED_MODEL="mistral-embed@int8").uses_local_embedder
 
 
 def test_int8_embedder_loads_with_its_own_id_and_384_dims(int8_embedder: LocalEmbedder) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
-from attrs import evolve, frozen
+from attrs import frozen
 
 from hexlocal_core.adapters import onnx_build
 from hexlocal_core.adapters.hub import HubConfig, RepoPlan
@@ -164,12 +164,8 @@ def wants_int8(settings: Settings) -> bool:
 
 
 def uses_local_embedder(settings: Settings) -> bool:
-    """`Settings.uses_local_embedder`, also for the `@int8` names."""
-    if settings.uses_local_embedder:
-        return True
-    base = settings.ai_embed_model.removesuffix(INT8_SUFFIX)
-    # The repo's own name stays local when the default becomes its int8 variant.
-    return base == DEFAULT_EMBED_REPO or evolve(settings, ai_embed_model=base).uses_local_embedder
+    """`Settings.uses_local_embedder` (which knows the `@int8` names too)."""
+    return settings.uses_local_embedder
 
 
 def repo_id(settings: Settings, which: Which) -> str:
