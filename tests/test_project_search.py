@@ -9,17 +9,19 @@ import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import UserInputError
+from hexlocal_core.index.store import Store
 from hexlocal_core.model import Hit, SyncState
-from hexlocal_core.search.cross_package import fuse_packages
+from hexlocal_core.search.cross_package import fuse_packages, search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.project_search import ALL_PACKAGES
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder, cli_builds_with_fakes
+from tests.helpers import HashingEmbedder, chunk_of, cli_builds_with_fakes, item, write_package
 
 INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
 NOT_INDEXED = {"telemetry": "1.2.1"}
@@ -135,7 +137,15 @@ async def test_a_big_package_does_not_drown_a_small_one(fake_hex: FakeHex, tmp_p
         await service.aclose()
 
 
-def hit(package: str, rank: int, *, fts: bool = True, vec: bool = True) -> Hit:
+def hit(
+    package: str,
+    rank: int,
+    *,
+    fts: bool = True,
+    vec: bool = True,
+    content: str = "",
+    exact: bool = False,
+) -> Hit:
     return Hit(
         chunk_id=hash((package, rank)) & 0xFFFF,
         package=package,
@@ -143,11 +153,13 @@ def hit(package: str, rank: int, *, fts: bool = True, vec: bool = True) -> Hit:
         ref=f"{package}.html#{rank}",
         title=f"{package} {rank}",
         doc_type="function",
-        content="",
+        content=content,
         hexdocs_url="",
         source_url=None,
         fts_rank=rank if fts else None,
         vec_rank=rank if vec else None,
+        final_rank=rank,
+        exact=exact,
     )
 
 
@@ -162,6 +174,46 @@ def test_fusion_weighs_ranks_not_sizes() -> None:
     # package only the vector arm reached comes after every keyword match at equal rank.
     assert packages[:2] == ["elixir", "jason"] and "mime" not in packages[:5]
     assert len(fused) == 5
+
+
+def test_keyword_only_fusion_prefers_the_hit_with_more_of_the_query() -> None:
+    engine = SearchEngine(None, None, None)  # type: ignore[arg-type]  # only its tuning is read
+    one_word = [hit("alpha", 1, vec=False, content="a pool of workers")]
+    every_word = [hit("beta", 2, vec=False, content="checkout a worker from the pool, lazily")]
+    fused = fuse_packages([one_word, every_word], engine, "lazily checkout pool worker", 2)
+    # beta's hit is only its package's second, but it holds every word of the query.
+    assert [h.package for h in fused] == ["beta", "alpha"]
+
+
+def test_exact_hits_keep_their_packages_order() -> None:
+    engine = SearchEngine(None, None, None)  # type: ignore[arg-type]  # only its tuning is read
+    # The item's chunks as the package returned them (top-down), though the arms placed
+    # its third chunk best; another package's non-exact hit comes after them all.
+    item_chunks = [
+        attrs.evolve(hit("iex", r, exact=True), fts_rank=4 - r, vec_rank=4 - r) for r in (1, 2, 3)
+    ]
+    fused = fuse_packages([[hit("mix", 1)], item_chunks], engine, "break!/4", 4)
+    assert [h.ref for h in fused[:3]] == ["iex.html#1", "iex.html#2", "iex.html#3"]
+    assert fused[3].package == "mix"
+
+
+async def test_the_chunk_nearest_the_query_leads_whichever_package(tmp_path: Path) -> None:
+    # Titles and texts of digits only: no query word to cover, so only meaning can rank.
+    store = Store(tmp_path / "index.db")
+    for name, base in (("alpha", 100), ("beta", 200)):
+        docs = [item(f"{base + n}", f"{base + n} {n}", package=name) for n in range(1, 4)]
+        write_package(store, name, [chunk_of(d) for d in docs])
+    target = chunk_of(item("202", "202 2", package="beta"))
+    engine = SearchEngine(store, HashingEmbedder(), None)
+    try:
+        outcome = await search_many(
+            engine, ["alpha", "beta"], target.embedding_text(), limit=3, mode="vector"
+        )
+    finally:
+        store.close()
+    # Each package's own first hit has rank 1; beta's is the query's own text.
+    assert (outcome.hits[0].package, outcome.hits[0].ref) == ("beta", "202")
+    assert {"embed", "vec", "distances", "merge", "total"} <= set(outcome.timings_ms)
 
 
 # -- the faces ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
 from hexlocal_core.index.chunks import ChunkRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
-from hexlocal_core.ports import Embedder, Reranker
+from hexlocal_core.ports import Embedder, Reranker, Vectors
 from hexlocal_core.search import notices
 from hexlocal_core.search.arms import BM25_WEIGHTS, DEPTH, keyword_arm, vector_arm
 from hexlocal_core.search.exact import Identifier, exact_chunk_ids, parse_identifier
@@ -184,7 +184,10 @@ class SearchEngine:
         mode: str = "rerank",
         examples_only: bool = False,
         exact: bool = True,
+        query_vector: Vectors | None = None,
     ) -> SearchOutcome:
+        """`query_vector`: the query already embedded (a project-wide search embeds it once
+        for all its packages); None embeds it here."""
         if mode not in MODES:
             raise UserInputError(
                 f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
@@ -204,7 +207,7 @@ class SearchEngine:
         async def vector() -> tuple[list[int], Notice | None]:
             if mode == "fts":
                 return [], None
-            return await self._vector(package, plan.vec_text, examples_only, clock)
+            return await self._vector(package, plan.vec_text, examples_only, clock, query_vector)
 
         # The keyword arm runs while the query is embedded (measured over stdio, 250 warm
         # calls: in-process p50 17.2 -> 16.0 ms, the same hits in every one).
@@ -282,7 +285,12 @@ class SearchEngine:
         return [cid for cid, _ in found]
 
     async def _vector(
-        self, package: str, query: str, examples_only: bool, clock: _Clock
+        self,
+        package: str,
+        query: str,
+        examples_only: bool,
+        clock: _Clock,
+        given: Vectors | None = None,
     ) -> tuple[list[int], Notice | None]:
         blocked = self.vector_status()
         if blocked is not None or self.embedder is None:
@@ -291,7 +299,7 @@ class SearchEngine:
             return [], None
         t = time.perf_counter()
         try:
-            vector = await self.embedder.embed_query(query)
+            vector = given if given is not None else await self.embedder.embed_query(query)
         except Exception as exc:  # noqa: BLE001 - an optional arm must not fail the answer
             self._warn_once(f"query embedding failed: {exc}", exc)
             return [], notices.embed_failed(str(exc) or type(exc).__name__)
