@@ -17,6 +17,7 @@ from attrs import frozen
 
 from hexlocal_core.index import bm25
 from hexlocal_core.index.vectors import CHUNK_VEC_TABLE, encode_vector
+from hexlocal_core.model import Chunk, sha256_text
 from hexlocal_core.ports import Vectors
 
 
@@ -81,6 +82,42 @@ def chunk_row(r: Sequence[Any]) -> ChunkRow:
         source_url=r[19],
         source=r[20],
         has_example=bool(r[21]),
+    )
+
+
+# The columns a chunk is written with (its id aside), in order, on both engines.
+CHUNK_WRITE_COLUMNS = (
+    "package, version, ordinal, ref, page, title, doc_type, module, function, arity,"
+    " signature, deprecated, since, content, content_hash, embed_hash, split_terms,"
+    " hexdocs_url, source_url, source, has_example"
+)
+
+
+def chunk_values(package: str, chunk: Chunk, split: str) -> tuple[Any, ...]:
+    """A chunk's values for `CHUNK_WRITE_COLUMNS`; `split` is its `split_terms`."""
+    item = chunk.item
+    return (
+        package,
+        item.version,
+        chunk.ordinal,
+        item.ref,
+        item.page,
+        item.title,
+        str(item.doc_type),
+        item.module,
+        item.function,
+        item.arity,
+        item.signature,
+        item.deprecated,
+        item.since,
+        chunk.content,
+        chunk.content_hash,
+        sha256_text(chunk.embedding_text()),
+        split,
+        item.hexdocs_url,
+        item.source_url,
+        str(item.source),
+        bool(chunk.has_example),
     )
 
 

@@ -259,38 +259,13 @@ class Store:
     def _insert_chunk(
         self, conn: apsw.Connection, package: str, chunk: Chunk, vector: npt.ArrayLike, model: str
     ) -> None:
-        item = chunk.item
-        embed_text = chunk.embedding_text()
-        embed_hash = sha256_text(embed_text)
+        values = chunks.chunk_values(package, chunk, split_terms(chunk.item.title, chunk.content))
         conn.execute(
-            "INSERT INTO chunks(package, version, ordinal, ref, page, title, doc_type, module,"
-            " function, arity, signature, deprecated, since, content, content_hash, embed_hash,"
-            " split_terms, hexdocs_url, source_url, source, has_example)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                package,
-                item.version,
-                chunk.ordinal,
-                item.ref,
-                item.page,
-                item.title,
-                str(item.doc_type),
-                item.module,
-                item.function,
-                item.arity,
-                item.signature,
-                item.deprecated,
-                item.since,
-                chunk.content,
-                chunk.content_hash,
-                embed_hash,
-                split_terms(item.title, chunk.content),
-                item.hexdocs_url,
-                item.source_url,
-                str(item.source),
-                int(chunk.has_example),
-            ),
+            f"INSERT INTO chunks({chunks.CHUNK_WRITE_COLUMNS})"
+            f" VALUES ({','.join('?' * len(values))})",
+            values,
         )
+        embed_hash = sha256_text(chunk.embedding_text())
         chunk_id = conn.last_insert_rowid()
         blob = encode_vector(vector)
         conn.execute(

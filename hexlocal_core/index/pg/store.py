@@ -26,7 +26,7 @@ import numpy as np
 import psycopg
 
 from hexlocal_core.errors import StoreError
-from hexlocal_core.index.chunks import ChunkRow
+from hexlocal_core.index.chunks import CHUNK_WRITE_COLUMNS, ChunkRow, chunk_values
 from hexlocal_core.index.db import utcnow
 from hexlocal_core.index.pg import chunks as pg_chunks
 from hexlocal_core.index.pg import db as pg_db
@@ -44,17 +44,13 @@ from hexlocal_core.index.store import (
     to_package,
 )
 from hexlocal_core.index.tokens import split_terms
-from hexlocal_core.model import Chunk, IndexedPackage, sha256_text
+from hexlocal_core.model import Chunk, IndexedPackage
 from hexlocal_core.redact import redact_url
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 
-_CHUNK_INSERT_COLUMNS = (
-    "id, package, version, ordinal, ref, page, title, doc_type, module, function, arity,"
-    " signature, deprecated, since, content, content_hash, embed_hash, split_terms,"
-    " hexdocs_url, source_url, source, has_example, tsv, token_count"
-)
+_CHUNK_INSERT_COLUMNS = f"id, {CHUNK_WRITE_COLUMNS}, tsv, token_count"
 
 
 def read_embedding_config(ex: Connection | Executor) -> EmbeddingConfig | None:
@@ -294,34 +290,9 @@ class PgStore:
 
 def _chunk_values(package: str, chunk: Chunk) -> tuple[Any, ...]:
     """A chunk's column values after its id (COPY order), its tsvector built here."""
-    item = chunk.item
-    split = split_terms(item.title, chunk.content)
-    doc = fts.document(item.title, chunk.content, split)
-    return (
-        package,
-        item.version,
-        chunk.ordinal,
-        item.ref,
-        item.page,
-        item.title,
-        str(item.doc_type),
-        item.module,
-        item.function,
-        item.arity,
-        item.signature,
-        item.deprecated,
-        item.since,
-        chunk.content,
-        chunk.content_hash,
-        sha256_text(chunk.embedding_text()),
-        split,
-        item.hexdocs_url,
-        item.source_url,
-        str(item.source),
-        bool(chunk.has_example),
-        doc.tsvector,
-        doc.length,
-    )
+    split = split_terms(chunk.item.title, chunk.content)
+    doc = fts.document(chunk.item.title, chunk.content, split)
+    return (*chunk_values(package, chunk, split), doc.tsvector, doc.length)
 
 
 def _allocate_ids(conn: Connection, n: int) -> list[int]:
