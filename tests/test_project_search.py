@@ -78,6 +78,8 @@ async def test_a_query_one_package_answers_puts_that_package_first(svc: Hexlocal
     for hit in result.hits:  # every hit names the package and the locked version
         assert hit.version == INDEXED[hit.package]
     assert [h.final_rank for h in result.hits] == list(range(1, len(result.hits) + 1))
+    # Where the time went reaches the caller: the engine's stages, the fusion, the total.
+    assert {"fts", "merge", "total", "packages"} <= set(result.timings_ms), result.timings_ms
 
     decode = await svc.search_project_deps("decode JSON into maps with atom keys", mode="fts")
     assert decode.hits[0].package == "jason", labels(decode.hits)

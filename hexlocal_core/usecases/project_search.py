@@ -93,7 +93,12 @@ class ProjectSearch:
             hits=hits,
             notices=tuple(notices),
             version_source="mix.lock",
-            timings_ms={"total": total_ms, "packages": float(len(scope.searchable))},
+            # The engine's stages summed over the packages, then the fusion's own.
+            timings_ms={
+                **outcome.timings_ms,
+                "total": total_ms,
+                "packages": float(len(scope.searchable)),
+            },
         )
 
 
