@@ -76,9 +76,12 @@ def index_docs_command(paths: tuple[Path, ...], watch: bool, as_json: bool) -> N
     async def watching(service: Hexlocal) -> None:
         first = await once(service)
         _show(first, set(), as_json=as_json)
-        common.err().print(f"Watching {escape(_describe(settings.project_root, targets))}")
         stop = asyncio.Event()
+        # The handlers first, then "Watching": a Ctrl-C that follows the line must find
+        # them (a process started with SIGINT ignored, as under some parents, would
+        # otherwise drop it and watch forever).
         with _stop_on_signals(stop):
+            common.err().print(f"Watching {escape(_describe(settings.project_root, targets))}")
             await watch_docs(
                 service,
                 targets,
