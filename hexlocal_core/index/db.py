@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import apsw
 
@@ -26,6 +26,29 @@ log = logging.getLogger("hexlocal.db")
 
 BUSY_TIMEOUT_MS = 15_000
 BULK_CACHE_KIB = 65_536  # measured: 100k-vector loads 23 s -> 2 s with a 64 MiB cache
+
+
+class Connected(Protocol):
+    """What the statement modules need of the store: this thread's connection.
+
+    A Protocol here, not the Store, so `jobs_store`, `sync_store`, ... do not import the
+    module that imports them.
+    """
+
+    @property
+    def conn(self) -> apsw.Connection: ...
+
+
+class EmbeddingOwner(Connected, Protocol):
+    """A store that records which model its vectors come from (`store.Store`)."""
+
+    def claim_embedding(
+        self, conn: apsw.Connection, model: str, dims: int, provider: str
+    ) -> None: ...
+
+    def switch_embedding(
+        self, conn: apsw.Connection, model: str, dims: int, provider: str
+    ) -> None: ...
 
 
 def utcnow() -> str:

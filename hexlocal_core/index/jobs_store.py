@@ -6,14 +6,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attrs import frozen
 
-from hexlocal_core.index.db import atomic, rows, utcnow
-
-if TYPE_CHECKING:
-    from hexlocal_core.index.store import Store
+from hexlocal_core.index.db import Connected, atomic, rows, utcnow
 
 
 @frozen
@@ -25,7 +22,7 @@ class JobRow:
     pid: int | None
 
 
-def open_job(store: Store, package: str, version: str, source: str) -> int:
+def open_job(store: Connected, package: str, version: str, source: str) -> int:
     """Records a running job of this process; returns its row id."""
     with atomic(store.conn) as conn:
         conn.execute(
@@ -37,7 +34,7 @@ def open_job(store: Store, package: str, version: str, source: str) -> int:
 
 
 def close_job(
-    store: Store, row_id: int, *, done: bool, progress: Mapping[str, Any], error: str | None
+    store: Connected, row_id: int, *, done: bool, progress: Mapping[str, Any], error: str | None
 ) -> None:
     with atomic(store.conn) as conn:
         conn.execute(
@@ -47,7 +44,7 @@ def close_job(
         )
 
 
-def take_interrupted(store: Store, alive: Callable[[int], bool]) -> list[JobRow]:
+def take_interrupted(store: Connected, alive: Callable[[int], bool]) -> list[JobRow]:
     """Jobs left 'running' by a process that no longer exists, marked failed and returned."""
     found = [
         JobRow(int(r["id"]), r["package"], r["version"], r["source"], r["pid"])

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import apsw
 import numpy.typing as npt
 
 from hexlocal_core.errors import ModelError
-from hexlocal_core.index.db import atomic, rows, scalar, utcnow
+from hexlocal_core.index.db import EmbeddingOwner, atomic, rows, scalar, utcnow
 from hexlocal_core.index.vectors import (
     CHUNK_VEC_TABLE,
     MEMORY_VEC_TABLE,
@@ -20,13 +19,10 @@ from hexlocal_core.index.vectors import (
 )
 from hexlocal_core.model import embedding_text
 
-if TYPE_CHECKING:
-    from hexlocal_core.index.store import Store
-
 log = logging.getLogger("hexlocal.reindex")
 
 
-def embedded_texts(store: Store, package: str) -> list[tuple[str, str]]:
+def embedded_texts(store: EmbeddingOwner, package: str) -> list[tuple[str, str]]:
     """(embed_hash, text embedded) for a package's chunks, rebuilt from the stored rows."""
     sql = "SELECT title, signature, content, embed_hash FROM chunks WHERE package = ? ORDER BY id"
     return [
@@ -35,13 +31,13 @@ def embedded_texts(store: Store, package: str) -> list[tuple[str, str]]:
     ]
 
 
-def memory_texts(store: Store) -> list[tuple[int, str]]:
+def memory_texts(store: EmbeddingOwner) -> list[tuple[int, str]]:
     found = store.conn.execute("SELECT id, text FROM memories ORDER BY id")
     return [(int(r[0]), str(r[1])) for r in found]
 
 
 def cache_vectors(
-    store: Store, model: str, hashes: Sequence[str], vectors: Sequence[npt.ArrayLike]
+    store: EmbeddingOwner, model: str, hashes: Sequence[str], vectors: Sequence[npt.ArrayLike]
 ) -> None:
     """Puts vectors into the embedding cache under `model`, in one transaction."""
     with atomic(store.conn) as conn:
@@ -55,7 +51,7 @@ def cache_vectors(
 
 
 def switch_model(
-    store: Store, model: str, provider: str, dims: int, memory_vectors: Mapping[int, bytes]
+    store: EmbeddingOwner, model: str, provider: str, dims: int, memory_vectors: Mapping[int, bytes]
 ) -> None:
     """One transaction: new vector tables filled from the cache, the new model recorded.
 

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import apsw
 
 from hexlocal_core.index import chunks, jobs_store, memory_store, reindex_store, sync_store
-from hexlocal_core.index.db import atomic
-
-if TYPE_CHECKING:
-    from hexlocal_core.index.store import Store
+from hexlocal_core.index.db import EmbeddingOwner, atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -85,7 +82,7 @@ class SqliteMemoryQueries:
 class SqliteSession:
     """One thread's connection, seen through the seam."""
 
-    def __init__(self, store: Store, conn: apsw.Connection) -> None:
+    def __init__(self, store: EmbeddingOwner, conn: apsw.Connection) -> None:
         self._store = store
         self.conn = conn
         self.chunks = SqliteChunkReads(conn)
@@ -101,7 +98,7 @@ class SqliteSession:
 
 
 class SqliteJobs:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: EmbeddingOwner) -> None:
         self.target = store
 
     open_job = _bind(jobs_store.open_job)
@@ -110,7 +107,7 @@ class SqliteJobs:
 
 
 class SqliteSync:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: EmbeddingOwner) -> None:
         self.target = store
 
     all_rows = _bind(sync_store.all_rows)
@@ -121,7 +118,7 @@ class SqliteSync:
 
 
 class SqliteReindex:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: EmbeddingOwner) -> None:
         self.target = store
 
     embedded_texts = _bind(reindex_store.embedded_texts)

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from attrs import frozen
 
-from hexlocal_core.index.db import atomic, rows, utcnow
-
-if TYPE_CHECKING:
-    from hexlocal_core.index.store import Store
+from hexlocal_core.index.db import Connected, atomic, rows, utcnow
 
 STATUSES = ("queued", "running", "done", "failed", "skipped")
 
@@ -57,11 +53,11 @@ def _row(r: Mapping[str, object]) -> SyncRow:
     )
 
 
-def all_rows(store: Store) -> dict[str, SyncRow]:
+def all_rows(store: Connected) -> dict[str, SyncRow]:
     return {row.package: row for row in map(_row, rows(store.conn, _SELECT + " ORDER BY seq"))}
 
 
-def update_queue(store: Store, decide: Callable[[dict[str, SyncRow]], QueueChanges]) -> None:
+def update_queue(store: Connected, decide: Callable[[dict[str, SyncRow]], QueueChanges]) -> None:
     """Reads the queue, lets `decide` (pure) say what changes, writes it: one transaction,
     so a worker of another process cannot claim a row between the read and the write."""
     with atomic(store.conn) as conn:
@@ -78,7 +74,7 @@ def update_queue(store: Store, decide: Callable[[dict[str, SyncRow]], QueueChang
             )
 
 
-def claim_next(store: Store, skip: Sequence[str] = ()) -> SyncRow | None:
+def claim_next(store: Connected, skip: Sequence[str] = ()) -> SyncRow | None:
     """The first queued row (by seq), now marked running by this process; None when empty."""
     pid = os.getpid()
     with atomic(store.conn) as conn:
@@ -96,7 +92,7 @@ def claim_next(store: Store, skip: Sequence[str] = ()) -> SyncRow | None:
 
 
 def finish(
-    store: Store,
+    store: Connected,
     package: str,
     status: str,
     *,
@@ -115,7 +111,7 @@ def finish(
         )
 
 
-def note_waiting(store: Store, reason: str | None) -> None:
+def note_waiting(store: Connected, reason: str | None) -> None:
     """Records why the queued rows wait (no embedder, another model), or clears it."""
     with atomic(store.conn) as conn:
         conn.execute(

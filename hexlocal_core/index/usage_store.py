@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING
 
-from hexlocal_core.index.db import atomic
+from hexlocal_core.index.db import Connected, atomic
 from hexlocal_core.model import UsageEvent
-
-if TYPE_CHECKING:
-    from hexlocal_core.index.store import Store
 
 log = logging.getLogger("hexlocal.usage")
 
@@ -18,7 +14,7 @@ log = logging.getLogger("hexlocal.usage")
 class StoreUsageSink:
     """Records every model call; a failed write is logged, never raised into the caller."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Connected) -> None:
         self.store = store
 
     def record(self, event: UsageEvent) -> None:

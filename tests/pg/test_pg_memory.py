@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from hexlocal_core.index.memory_store import MemoryScope, MemoryText, NewRequest
-from hexlocal_core.index.pg import memories as pgm
+from hexlocal_core.index.pg import memory_schema as pgm
 from hexlocal_core.index.pg.memories import PgMemoryQueries, fts_match_to_tsquery
 from hexlocal_core.index.pg.store import PgSession, PgStore
 from hexlocal_core.index.seam import MemoryQueries

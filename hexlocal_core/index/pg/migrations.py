@@ -10,7 +10,7 @@ released: a change is a new step.
 Timestamps are TEXT in the ISO form `index.db.utcnow` writes, as on SQLite, so both
 engines return the same values. Chunk vectors are not here: they live in one table per
 package (see `pg/vectors.py`), created when the package is written, in the embedder's
-dims. The memory tables are the memory side's (`pg/memories.py`), created by step 1.
+dims. The memory tables are the memory side's (`pg/memory_schema.py`), created by step 1.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from psycopg import errors as pg_errors
 
 from hexlocal_core.errors import SchemaTooNew, StoreError
 from hexlocal_core.index.db import utcnow
-from hexlocal_core.index.pg import memories
+from hexlocal_core.index.pg import memory_schema
 from hexlocal_core.index.pg.db import MIGRATION_LOCK
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -165,7 +165,7 @@ def m001_initial(conn: Connection) -> None:
         CREATE INDEX usage_events_at ON usage_events(at);
         """
     )
-    memories.create_schema(conn)
+    memory_schema.create_schema(conn)
 
 
 MIGRATIONS: tuple[Callable[[Connection], None], ...] = (m001_initial,)

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from hexlocal_core.errors import ModelError
 from hexlocal_core.index.db import utcnow
 from hexlocal_core.index.jobs_store import JobRow
-from hexlocal_core.index.pg import memories, vectors
+from hexlocal_core.index.pg import memory_schema, vectors
 from hexlocal_core.index.pg.db import EMBEDDING_LOCK, Database, Executor
 from hexlocal_core.index.sync_store import STATUSES, QueueChanges, SyncRow
 from hexlocal_core.model import UsageEvent, embedding_text
@@ -251,7 +251,7 @@ class PgReindex:
                 # Nothing to embed and a model that learns its dimension on first use:
                 # forget the old model, and let the next ingest record the new one.
                 conn.execute("DELETE FROM embedding_config")
-                memories.drop_memory_vectors(conn)
+                memory_schema.drop_memory_vectors(conn)
                 return
             conn.execute(
                 "INSERT INTO embedding_config(id, model, dims, provider, recorded_at)"
@@ -265,7 +265,7 @@ class PgReindex:
                 vectors.create(conn, str(package), dims)
                 vectors.fill_from_cache(conn, str(package), model)
                 vectors.index(conn, str(package))
-            memories.replace_memory_vectors(conn, model, memory_vectors)
+            memory_schema.replace_memory_vectors(conn, model, memory_vectors)
             conn.execute("UPDATE packages SET embed_model = %s", (model,))
         log.info("index switched to %s at %s", model, utcnow())
 
