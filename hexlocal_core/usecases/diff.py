@@ -17,7 +17,6 @@ A module added or removed whole is one entry whose `members` counts what it hold
 from __future__ import annotations
 
 import logging
-import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
@@ -44,11 +43,6 @@ from hexlocal_core.versions import (
 log = logging.getLogger("hexlocal.diff")
 
 CACHE_VERSIONS = 8  # parsed versions kept per process (a summary is ~0.3 MB for ecto)
-# The footer of every .md page ExDoc >= 0.40 writes; not the package's own text.
-_EXDOC_FOOTER = re.compile(
-    r"(?:^|\n)-{3,}\s*\n\s*\*Consult \[api-reference\.md\]\(api-reference\.md\) for "
-    r"complete listing\*\s*$"
-)
 GUIDES = "guides"  # the group of extras pages (README, guides, changelog)
 # Versions the project runs: a default `from` taken from these needs no indexed copy.
 _PROJECT_SOURCES = (
@@ -203,10 +197,9 @@ def api_entries(items: Iterable[DocItem]) -> tuple[ApiEntry, ...]:
 
 
 def _comparable(markdown: str) -> str:
-    """The text as compared: ExDoc >= 0.40's page footer (which the .md pages end with, so
-    an undocumented item read from them carries it) and spacing are not changes."""
-    text = _EXDOC_FOOTER.sub("", markdown)
-    return " ".join(text.split())
+    """The text as compared: spacing is not a change. (ExDoc >= 0.40's .md page footer,
+    which once made every undocumented item a change, is dropped by the parser.)"""
+    return " ".join(markdown.split())
 
 
 def _same_signature(a: str | None, b: str | None) -> bool:
