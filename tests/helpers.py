@@ -7,7 +7,7 @@ fusion, not about embedding quality; search-quality tests use the real ONNX mode
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -161,3 +161,23 @@ def cli_builds_with_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
         )
 
     monkeypatch.setattr(common, "build_service", fake_build)
+
+
+class ScriptedReranker(NoLifecycle):
+    """A reranker with a known opinion: `scorer(n)` gives the scores of n passages in the
+    order they were passed (the pool order). Records what it was asked."""
+
+    def __init__(
+        self, scorer: Callable[[int], list[float]], model_id: str = "test:scripted"
+    ) -> None:
+        self._scorer = scorer
+        self._model_id = model_id
+        self.calls: list[tuple[str, int]] = []
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    async def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.calls.append((query, len(passages)))
+        return self._scorer(len(passages))

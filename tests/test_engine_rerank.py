@@ -22,7 +22,7 @@ from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.index.store import Store
 from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search.engine import POOL, SearchEngine, SearchOutcome
-from tests.helpers import HashingEmbedder, index_corpus_package
+from tests.helpers import HashingEmbedder, ScriptedReranker, index_corpus_package
 from tests.model_fixtures import model_settings
 
 PACKAGE, VERSION = "jason", "1.4.4"
@@ -46,24 +46,6 @@ def store(db_path: Path) -> Iterator[Store]:
     opened = Store(db_path)
     yield opened
     opened.close()
-
-
-class ScriptedReranker:
-    """A reranker with a known opinion: `scorer(n)` gives the scores of n passages in the
-    order they were passed (the pool order). Records what it was asked."""
-
-    def __init__(self, scorer: Scorer, model_id: str = "test:scripted") -> None:
-        self._scorer = scorer
-        self._model_id = model_id
-        self.calls: list[tuple[str, int]] = []
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    async def score(self, query: str, passages: Sequence[str]) -> list[float]:
-        self.calls.append((query, len(passages)))
-        return self._scorer(len(passages))
 
 
 class RaisingReranker(ScriptedReranker):

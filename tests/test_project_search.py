@@ -17,11 +17,18 @@ from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.store import Store
 from hexlocal_core.model import Hit, SyncState
 from hexlocal_core.search.cross_package import fuse_packages, search_many
-from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.search.engine import POOL, SearchEngine
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.project_search import ALL_PACKAGES
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder, chunk_of, cli_builds_with_fakes, item, write_package
+from tests.helpers import (
+    HashingEmbedder,
+    ScriptedReranker,
+    chunk_of,
+    cli_builds_with_fakes,
+    item,
+    write_package,
+)
 
 INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
 NOT_INDEXED = {"telemetry": "1.2.1"}
@@ -330,3 +337,54 @@ async def test_eval_all_packages_drops_each_querys_package(svc: Hexlocal) -> Non
     assert foreign, "every hit came from the query's own package: it was not dropped"
     score = {s.kind: s for s in project.scores}["all"]
     assert score.queries == len(queries) and score.recall_at_5 > 0
+
+
+# -- rerank across packages ------------------------------------------------------------------
+
+
+def _three_packages(store: Store) -> list[str]:
+    names = ["alpha", "beta", "gamma"]
+    for base, name in enumerate(names, start=1):
+        docs = [
+            item(f"{name}-{n}", f"connection pool checkout {base}{n} {n}", package=name)
+            for n in range(1, 8)
+        ]
+        write_package(store, name, [chunk_of(d) for d in docs])
+    return names
+
+
+async def test_project_wide_rerank_reads_the_fused_top_once(tmp_path: Path) -> None:
+    # One cross-encoder call over the fused list's pool, not one per package (40 packages
+    # made that 400 query-passage pairs a query), and its opinion still moves the list.
+    store = Store(tmp_path / "index.db")
+    names = _three_packages(store)
+    prefers_last = ScriptedReranker(lambda n: [float(i) for i in range(n)])
+    engine = SearchEngine(store, HashingEmbedder(), prefers_last)
+    query = "connection pool checkout"
+    try:
+        fused = await search_many(engine, names, query, limit=5, mode="rrf")
+        reranked = await search_many(engine, names, query, limit=5, mode="rerank")
+    finally:
+        store.close()
+    assert prefers_last.calls == [(query, POOL)]
+    assert all(h.rerank_score is not None for h in reranked.hits)
+    assert [h.chunk_id for h in reranked.hits] != [h.chunk_id for h in fused.hits]
+    # Bounded authority, as in one package: retrieval's first hit keeps a top-5 place.
+    assert fused.hits[0].chunk_id in {h.chunk_id for h in reranked.hits}
+    assert [h.final_rank for h in reranked.hits] == [1, 2, 3, 4, 5]
+    assert {"rerank", "merge", "total"} <= set(reranked.timings_ms)
+
+
+async def test_project_wide_rerank_without_a_cross_encoder_says_so_once(tmp_path: Path) -> None:
+    store = Store(tmp_path / "index.db")
+    names = _three_packages(store)
+    engine = SearchEngine(store, HashingEmbedder(), None)
+    try:
+        first = await search_many(engine, names, "connection pool", limit=5, mode="rerank")
+        second = await search_many(engine, names, "connection pool", limit=5, mode="rerank")
+        fused = await search_many(engine, names, "connection pool", limit=5, mode="rrf")
+    finally:
+        store.close()
+    assert [n.code for n in first.notices] == ["rerank_unavailable"]
+    assert second.notices == ()
+    assert [h.chunk_id for h in first.hits] == [h.chunk_id for h in fused.hits]

@@ -20,9 +20,9 @@ recall@5 and MRR@10 ratios, before -> after): rrf 0.952/0.930 and 0.860/0.901 ->
 0.976/0.961 and 0.980/0.961; vector 0.952/0.934 and 0.978/0.971 -> 1.000/0.971 and
 1.022/1.015; fts 0.878/0.896 and 0.938/0.944 -> 0.976/0.949 and 1.000/0.963. Exact
 identifier hits lead, in their package's own order (an item's chunks read top-down).
-When the cross-encoder ran, its scores are on one scale too (it reads query and passage
-only), so its order is fused with the global one with the same bounded authority as in
-a package.
+In rerank mode the packages are searched without it and the cross-encoder reads the
+fused list's top `pool` once (one call of 10 pairs, not 10 per package: on a 40-package
+lock that was 400 pairs a query), with the same bounded authority as in a package.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.arms import vector_arm
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome, plan_query
-from hexlocal_core.search.fusion import rerank_fuse
 from hexlocal_core.search.sanitizer import STOPWORDS, light_stem
 
 log = logging.getLogger("hexlocal.search")
@@ -96,9 +95,6 @@ def fuse_packages(
         return total + (cover_weight / (k + cover_rank[i]) if cover[i] else 0.0)
 
     order = sorted(range(len(hits)), key=lambda i: (-score(i), i))
-    if order and all(hits[i].rerank_score is not None for i in order):
-        scores = [float(hits[i].rerank_score or 0.0) for i in order]
-        order = rerank_fuse(order, scores, k=k)
     # An exact identifier ('Jason.decode/2') names its item: it leads, as in one package,
     # and its chunks keep the package's order (the item's own, top-down).
     place = {i: n for n, i in enumerate(order)}
@@ -186,7 +182,8 @@ async def search_many(
     """Every package in turn (the store's one connection serves them all), then one fused
     list. Notices are kept once per code; per-package `no_results` are dropped (the
     caller words one for all). Timings: the engine's stages summed over the packages,
-    then `distances` (`query_distances`), `merge` (the fusion) and `total`."""
+    then `distances` (`query_distances`), `merge` (the fusion), `rerank` (once, over the
+    fused top) and `total`."""
     started = time.perf_counter()
     per_package: list[tuple[Hit, ...]] = []
     notices: dict[str, Notice] = {}
@@ -195,9 +192,15 @@ async def search_many(
     t = time.perf_counter()
     vector = await embed_once(engine, query) if mode != "fts" else None
     timings["embed"] = _ms(t)
+    rerank = mode == "rerank"
     for name in packages:
         outcome = await engine.search(
-            name, query, limit=limit, mode=mode, exact=exact, query_vector=vector
+            name,
+            query,
+            limit=max(limit, engine.tuning.pool) if rerank else limit,
+            mode="rrf" if rerank else mode,
+            exact=exact,
+            query_vector=vector,
         )
         per_package.append(outcome.hits)
         pool.extend(outcome.pool)
@@ -210,8 +213,16 @@ async def search_many(
     distances = await query_distances(engine, packages, vector) if vector is not None else None
     timings["distances"] = _ms(t)
     t = time.perf_counter()
-    hits = fuse_packages(per_package, engine, query, limit, distances=distances)
+    width = max(limit, engine.tuning.pool) if rerank else limit
+    hits = fuse_packages(per_package, engine, query, width, distances=distances)
     timings["merge"] = _ms(t)
+    if rerank:
+        t = time.perf_counter()
+        hits, said = await engine.rerank_hits(query, hits)
+        hits = hits[:limit]
+        if said is not None:
+            notices.setdefault(said.code, said)
+        timings["rerank"] = _ms(t)
     timings["total"] = _ms(started)
     return SearchOutcome(hits, tuple(notices.values()), timings, tuple(pool))
 

@@ -244,6 +244,24 @@ class SearchEngine:
             out_notices.append(notices.no_results(package, query))
         return SearchOutcome(tuple(hits), tuple(out_notices), clock.ms, tuple(pool))
 
+    async def rerank_hits(
+        self, query: str, hits: Sequence[Hit]
+    ) -> tuple[tuple[Hit, ...], Notice | None]:
+        """Hits already fused from several searches (a project-wide list), reranked once
+        with the bounded authority of one package's pool; exact identifier hits keep the
+        head, `final_rank` is renumbered. Degrades as `search` does: the order given."""
+        if self.reranker is None:
+            return tuple(hits), self._rerank_absent()
+        head = [h for h in hits if h.exact]
+        rest = [h for h in hits if not h.exact]
+        if len(rest) < 2:
+            return tuple(hits), None
+        ranked, scores, notice = await self._rerank(query, [h.chunk_id for h in rest])
+        by_id = {h.chunk_id: h for h in rest}
+        moved = [evolve(by_id[cid], rerank_score=scores.get(cid)) for cid in ranked]
+        out = [*head, *moved]
+        return tuple(evolve(h, final_rank=n) for n, h in enumerate(out, start=1)), notice
+
     async def exact(self, package: str, ident: Identifier) -> tuple[Hit, ...]:
         """Every chunk of exactly that identifier's item (and its sub-items), in order."""
         ids = await asyncio.to_thread(exact_chunk_ids, self.store.session().chunks, package, ident)
