@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.index.store import Store
 from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search.engine import POOL, SearchEngine, SearchOutcome
+from hexlocal_core.search.exact import parse_identifier
 from tests.helpers import HashingEmbedder, ScriptedReranker, index_corpus_package
 from tests.model_fixtures import model_settings
 
@@ -295,3 +297,50 @@ async def test_nothing_matched_is_an_empty_answer_with_a_notice(
     assert _codes(outcome) == ["no_results"]
     assert package in outcome.notices[0].message
     assert reranker.calls == []  # nothing to rerank
+
+
+# -- the event loop ------------------------------------------------------------------------
+
+
+class _Watched:
+    """A proxy recording, for every store call made through it, whether it ran on the
+    thread of the event loop (on PostgreSQL each call is a network round trip)."""
+
+    def __init__(self, target: object, on_loop: list[str], loop_thread: int) -> None:
+        self._target = target
+        self._on_loop = on_loop
+        self._loop_thread = loop_thread
+
+    def __getattr__(self, name: str) -> object:
+        value = getattr(self._target, name)
+        if name in ("session", "chunks", "memories"):  # navigation, then watched below
+            if callable(value):
+                return lambda *a, **k: _Watched(value(*a, **k), self._on_loop, self._loop_thread)
+            return _Watched(value, self._on_loop, self._loop_thread)
+        if not callable(value):
+            return value
+
+        def call(*args: object, **kwargs: object) -> object:
+            if threading.get_ident() == self._loop_thread:
+                self._on_loop.append(name)
+            return value(*args, **kwargs)
+
+        return call
+
+
+@pytest.mark.parametrize("query", [QUERY, "Jason.encode/2", "Jason.encode/2 options"])
+async def test_no_store_read_runs_on_the_event_loop(store: Store, query: str) -> None:
+    # A server answering many clients (team mode over HTTP) stalls every one of them while
+    # a search blocks its loop on a database round trip.
+    on_loop: list[str] = []
+    watched = _Watched(store, on_loop, threading.get_ident())
+    engine = SearchEngine(
+        watched,  # type: ignore[arg-type]
+        HashingEmbedder(),
+        ScriptedReranker(agree),
+    )
+    outcome = await engine.search(PACKAGE, query, limit=5, mode="rerank")
+    assert outcome.hits
+    hits = await engine.exact(PACKAGE, parse_identifier("Jason.encode/2"))  # type: ignore[arg-type]
+    assert hits
+    assert on_loop == []

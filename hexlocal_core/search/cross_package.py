@@ -231,9 +231,13 @@ async def embed_once(engine: SearchEngine, query: str) -> Vectors | None:
     """The query embedded once for every package (measured at 40 packages: embedding per
     package was the largest stage, 649 ms of a 920 ms p50), or None when the vector arm
     cannot run or the embedding fails (each package's search then says why)."""
-    if engine.embedder is None or engine.vector_status() is not None:
+    if engine.embedder is None:
         return None
-    if not engine.store.vector_tables_exist():
+
+    def ready() -> bool:  # off the event loop: round trips on PostgreSQL
+        return engine.vector_status() is None and engine.store.vector_tables_exist()
+
+    if not await asyncio.to_thread(ready):
         return None
     try:
         return await engine.embedder.embed_query(plan_query(query, engine.tuning).vec_text)
@@ -248,10 +252,10 @@ async def query_distances(
     """The query's cosine distance to each package's nearest chunks (the vector arm's own
     candidates, so to every hit it placed): each package's nearest-neighbour lookup once
     more (a few ms a package), as hits carry the arm's ranks, not its distances."""
-    reads = engine.store.session().chunks
     depth = engine.tuning.vec_depth
 
     def lookup() -> dict[int, float]:
+        reads = engine.store.session().chunks  # the worker thread's connection (SQLite)
         return {
             cid: distance
             for name in packages

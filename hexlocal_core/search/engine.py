@@ -216,7 +216,9 @@ class SearchEngine:
             out_notices.append(notice)
         t = time.perf_counter()
 
-        pool = self._fuse(fts_ids, vec_ids, plan.shape)  # one indexed lookup: no thread hop
+        # Store reads run in worker threads: on PostgreSQL each is a round trip, and the
+        # event loop serves every other request meanwhile.
+        pool = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape)
         t = clock.lap("fuse", t)
 
         ranked = pool
@@ -231,15 +233,16 @@ class SearchEngine:
                 out_notices.append(notice)
         clock.lap("rerank", t)
 
-        exact_ids: list[int] = []
-        if exact:
-            ident = parse_identifier(query)
+        ident = parse_identifier(query) if exact else None
+
+        def answer() -> list[Hit]:
+            exact_ids: list[int] = []
             if ident is not None:
-                exact_ids = await asyncio.to_thread(
-                    exact_chunk_ids, self.store.session().chunks, package, ident
-                )
-        final = list(dict.fromkeys([*exact_ids, *ranked]))[:limit]
-        hits = self._hits(final, fts_ids, vec_ids, pool, scores, set(exact_ids))
+                exact_ids = exact_chunk_ids(self.store.session().chunks, package, ident)
+            final = list(dict.fromkeys([*exact_ids, *ranked]))[:limit]
+            return self._hits(final, fts_ids, vec_ids, pool, scores, set(exact_ids))
+
+        hits = await asyncio.to_thread(answer)
         if not hits:
             out_notices.append(notices.no_results(package, query))
         return SearchOutcome(tuple(hits), tuple(out_notices), clock.ms, tuple(pool))
@@ -264,8 +267,12 @@ class SearchEngine:
 
     async def exact(self, package: str, ident: Identifier) -> tuple[Hit, ...]:
         """Every chunk of exactly that identifier's item (and its sub-items), in order."""
-        ids = await asyncio.to_thread(exact_chunk_ids, self.store.session().chunks, package, ident)
-        return tuple(self._hits(ids, [], [], [], {}, set(ids)))
+
+        def lookup() -> list[Hit]:
+            ids = exact_chunk_ids(self.store.session().chunks, package, ident)
+            return self._hits(ids, [], [], [], {}, set(ids))
+
+        return tuple(await asyncio.to_thread(lookup))
 
     def _fuse(
         self,
@@ -310,10 +317,15 @@ class SearchEngine:
         clock: _Clock,
         given: Vectors | None = None,
     ) -> tuple[list[int], Notice | None]:
-        blocked = self.vector_status()
+        def ready() -> tuple[Notice | None, bool]:
+            return self.vector_status(), self.store.vector_tables_exist()
+
+        # Off the event loop (on PostgreSQL these are round trips), and before embedding: a
+        # mismatched or vector-less index must not load (or download) a model.
+        blocked, tables = await asyncio.to_thread(ready)
         if blocked is not None or self.embedder is None:
             return [], blocked
-        if not self.store.vector_tables_exist():
+        if not tables:
             return [], None
         t = time.perf_counter()
         try:
@@ -323,12 +335,13 @@ class SearchEngine:
             return [], notices.embed_failed(str(exc) or type(exc).__name__)
         t = clock.lap("embed", t)
         found = await asyncio.to_thread(
-            vector_arm,
-            self.store.session().chunks,
-            vector,
-            package=package,
-            depth=self.tuning.vec_depth,
-            examples_only=examples_only,
+            lambda: vector_arm(
+                self.store.session().chunks,  # the worker thread's connection (SQLite)
+                vector,
+                package=package,
+                depth=self.tuning.vec_depth,
+                examples_only=examples_only,
+            )
         )
         clock.lap("vec", t)
         return [cid for cid, _ in found], None
@@ -338,7 +351,7 @@ class SearchEngine:
     ) -> tuple[list[int], dict[int, float], Notice | None]:
         if self.reranker is None:
             return pool, {}, self._rerank_absent()
-        rows = self.store.hydrate(pool)
+        rows = await asyncio.to_thread(self.store.hydrate, pool)
         passages = [_passage(r) for r in rows]
         try:
             raw = await self.reranker.score(query, passages)
