@@ -16,7 +16,6 @@ from typing import Any
 
 import apsw
 import numpy as np
-import numpy.typing as npt
 from attrs import frozen
 
 from hexlocal_core.errors import StoreError
@@ -67,7 +66,11 @@ class EmbeddingConfig:
 
 @frozen
 class PackageWrite:
-    """Everything `replace_package` writes for one package version, in one transaction."""
+    """Everything `replace_package` writes for one package version, in one transaction.
+
+    `vectors` None: the chunks only, the package 'partial' (keyword search works at once);
+    `add_vectors` then adds the vectors slice by slice and `mark_complete` ends it.
+    """
 
     name: str
     version: str
@@ -75,7 +78,7 @@ class PackageWrite:
     chunker_version: int
     item_count: int
     chunks: Sequence[Chunk]
-    vectors: Vectors  # row i belongs to chunks[i]
+    vectors: Vectors | None  # row i belongs to chunks[i]; None: added later (see above)
     embed_model: str
     embed_provider: str
     docs_html_url: str | None = None
@@ -226,24 +229,24 @@ class Store:
             return PackageMeta.from_stored(docs_html_url, raw)
         return PackageMeta()
 
-    def replace_package(self, write: PackageWrite) -> None:
-        """Write a package version whole, replacing any other version, in one transaction."""
-        if len(write.chunks) != len(write.vectors):
+    def replace_package(self, write: PackageWrite) -> list[int]:
+        """Write a package version, replacing any other version, in one transaction; the
+        chunk ids in order. With vectors the package is complete, without them 'partial'."""
+        if write.vectors is not None and len(write.chunks) != len(write.vectors):
             raise StoreError("internal: chunks and vectors differ in number; nothing written")
-        dims = int(write.vectors.shape[1]) if len(write.vectors) else 0
         conn = self.conn
         with atomic(conn):
-            if dims:
-                self.claim_embedding(conn, write.embed_model, dims, write.embed_provider)
             self._delete_package_rows(conn, write.name)
+            status = "partial" if write.vectors is None else "complete"
             conn.execute(
                 "INSERT INTO packages(name, version, source, status, ingested_at, chunker_version,"
                 " item_count, chunk_count, embed_model, docs_html_url, meta)"
-                " VALUES (?, ?, ?, 'complete', ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     write.name,
                     write.version,
                     write.source,
+                    status,
                     utcnow(),
                     write.chunker_version,
                     write.item_count,
@@ -253,30 +256,82 @@ class Store:
                     json.dumps(write.meta or {}),
                 ),
             )
-            for chunk, vector in zip(write.chunks, write.vectors, strict=True):
-                self._insert_chunk(conn, write.name, chunk, vector, write.embed_model)
+            ids = [self._insert_chunk(conn, write.name, chunk) for chunk in write.chunks]
+            if write.vectors is not None:
+                self._insert_vectors(conn, write, ids, write.vectors)
+        return ids
 
-    def _insert_chunk(
-        self, conn: apsw.Connection, package: str, chunk: Chunk, vector: npt.ArrayLike, model: str
-    ) -> None:
+    def add_vectors(
+        self, write: PackageWrite, ids: Sequence[int], positions: Sequence[int], vectors: Vectors
+    ) -> bool:
+        """Vectors for the chunks at `positions` of a 'partial' write (ids from
+        `replace_package`), in one transaction; False, writing nothing, when the package no
+        longer holds that version (another writer replaced it meanwhile)."""
+        conn = self.conn
+        with atomic(conn):
+            if not self._holds(conn, write.name, write.version, "partial"):
+                return False
+            self._insert_vectors(
+                conn,
+                write,
+                [ids[i] for i in positions],
+                vectors,
+                [write.chunks[i] for i in positions],
+            )
+        return True
+
+    def mark_complete(self, name: str, version: str) -> bool:
+        """The 'partial' package version has all its vectors; False if it is gone."""
+        conn = self.conn
+        with atomic(conn):
+            if not self._holds(conn, name, version, "partial"):
+                return False
+            conn.execute("UPDATE packages SET status = 'complete' WHERE name = ?", (name,))
+        return True
+
+    def _holds(self, conn: apsw.Connection, name: str, version: str, status: str) -> bool:
+        return bool(
+            scalar(
+                conn,
+                "SELECT 1 FROM packages WHERE name = ? AND version = ? AND status = ?",
+                (name, version, status),
+            )
+        )
+
+    def _insert_chunk(self, conn: apsw.Connection, package: str, chunk: Chunk) -> int:
         values = chunks.chunk_values(package, chunk, split_terms(chunk.item.title, chunk.content))
         conn.execute(
             f"INSERT INTO chunks({chunks.CHUNK_WRITE_COLUMNS})"
             f" VALUES ({','.join('?' * len(values))})",
             values,
         )
-        embed_hash = sha256_text(chunk.embedding_text())
-        chunk_id = conn.last_insert_rowid()
-        blob = encode_vector(vector)
-        conn.execute(
-            f"INSERT INTO {CHUNK_VEC_TABLE}(rowid, embedding, package, has_example)"
-            " VALUES (?,?,?,?)",
-            (chunk_id, blob, package, int(chunk.has_example)),
-        )
-        conn.execute(
-            "INSERT OR IGNORE INTO embed_cache(model, text_hash, dims, vector) VALUES (?,?,?,?)",
-            (model, embed_hash, len(blob) // 4, blob),
-        )
+        return int(conn.last_insert_rowid())
+
+    def _insert_vectors(
+        self,
+        conn: apsw.Connection,
+        write: PackageWrite,
+        ids: Sequence[int],
+        vectors: Vectors,
+        of: Sequence[Chunk] | None = None,
+    ) -> None:
+        """The vec0 rows and embedding-cache rows of these chunks (`of`: all of the write's)."""
+        written = write.chunks if of is None else of
+        if not len(written):
+            return
+        self.claim_embedding(conn, write.embed_model, int(vectors.shape[1]), write.embed_provider)
+        for chunk_id, chunk, vector in zip(ids, written, vectors, strict=True):
+            blob = encode_vector(vector)
+            conn.execute(
+                f"INSERT INTO {CHUNK_VEC_TABLE}(rowid, embedding, package, has_example)"
+                " VALUES (?,?,?,?)",
+                (chunk_id, blob, write.name, int(chunk.has_example)),
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO embed_cache(model, text_hash, dims, vector)"
+                " VALUES (?,?,?,?)",
+                (write.embed_model, sha256_text(chunk.embedding_text()), len(blob) // 4, blob),
+            )
 
     def _delete_package_rows(self, conn: apsw.Connection, name: str) -> None:
         if self.vector_tables_exist():

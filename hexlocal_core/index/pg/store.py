@@ -45,6 +45,7 @@ from hexlocal_core.index.store import (
 )
 from hexlocal_core.index.tokens import split_terms
 from hexlocal_core.model import Chunk, IndexedPackage
+from hexlocal_core.ports import Vectors
 from hexlocal_core.redact import redact_url
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -209,26 +210,25 @@ class PgStore:
         row = self._ex.fetchone("SELECT docs_html_url, meta FROM packages WHERE name = %s", (name,))
         return PackageMeta() if row is None else PackageMeta.from_stored(row[0], row[1])
 
-    def replace_package(self, write: PackageWrite) -> None:
-        """Write a package version whole, replacing any other version, in one transaction."""
-        if len(write.chunks) != len(write.vectors):
+    def replace_package(self, write: PackageWrite) -> list[int]:
+        """Write a package version, replacing any other version, in one transaction; the
+        chunk ids in order. With vectors the package is complete, without them 'partial'."""
+        if write.vectors is not None and len(write.chunks) != len(write.vectors):
             raise StoreError("internal: chunks and vectors differ in number; nothing written")
-        dims = int(write.vectors.shape[1]) if len(write.vectors) else 0
         rows = [_chunk_values(write.name, chunk) for chunk in write.chunks]
         tokens = sum(int(r[-1]) for r in rows)
         with self._db.transaction() as conn:
-            if dims:
-                claim_embedding(conn, write.embed_model, dims, write.embed_provider)
             _lock_package(conn, write.name)
             _delete_package_rows(conn, write.name)
             conn.execute(
                 "INSERT INTO packages(name, version, source, status, ingested_at,"
                 " chunker_version, item_count, chunk_count, embed_model, docs_html_url, meta,"
-                " token_count) VALUES (%s, %s, %s, 'complete', %s, %s, %s, %s, %s, %s, %s, %s)",
+                " token_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     write.name,
                     write.version,
                     write.source,
+                    "partial" if write.vectors is None else "complete",
                     utcnow(),
                     write.chunker_version,
                     write.item_count,
@@ -243,8 +243,37 @@ class PgStore:
             with conn.cursor().copy(f"COPY chunks ({_CHUNK_INSERT_COLUMNS}) FROM STDIN") as copy:
                 for chunk_id, values in zip(ids, rows, strict=True):
                     copy.write_row((chunk_id, *values))
-            if dims:
-                _write_vectors(conn, write, ids, dims)
+            if write.vectors is not None and len(write.vectors):
+                _add_vectors(conn, write, ids, write.vectors)
+                vectors.index(conn, write.name)
+        return ids
+
+    def add_vectors(
+        self, write: PackageWrite, ids: Sequence[int], positions: Sequence[int], vecs: Vectors
+    ) -> bool:
+        """Vectors for the chunks at `positions` of a 'partial' write, in one transaction;
+        False, writing nothing, when the package no longer holds that version."""
+        if not len(positions):
+            return True
+        with self._db.transaction() as conn:
+            _lock_package(conn, write.name)
+            if not _holds_partial(conn, write.name, write.version):
+                return False
+            chosen = [write.chunks[i] for i in positions]
+            _add_vectors(conn, write, [ids[i] for i in positions], vecs, chosen)
+        return True
+
+    def mark_complete(self, name: str, version: str) -> bool:
+        """The 'partial' package version has all its vectors (its HNSW index is built now,
+        once); False if it is gone."""
+        with self._db.transaction() as conn:
+            _lock_package(conn, name)
+            if not _holds_partial(conn, name, version):
+                return False
+            if vectors.exists(conn, name):
+                vectors.index(conn, name)
+            conn.execute("UPDATE packages SET status = 'complete' WHERE name = %s", (name,))
+        return True
 
     def delete_package(self, name: str) -> bool:
         with self._db.transaction() as conn:
@@ -306,19 +335,37 @@ def _allocate_ids(conn: Connection, n: int) -> list[int]:
     return sorted(int(r[0]) for r in found)
 
 
-def _write_vectors(conn: Connection, write: PackageWrite, ids: Sequence[int], dims: int) -> None:
-    """The package's vector table, its index, and the embedding cache rows."""
-    vectors.create(conn, write.name, dims)
+def _add_vectors(
+    conn: Connection,
+    write: PackageWrite,
+    ids: Sequence[int],
+    vecs: Vectors,
+    of: Sequence[Chunk] | None = None,
+) -> None:
+    """Rows of the package's vector table (created by the first) and their embedding-cache
+    rows, for these chunks (`of`: all of the write's)."""
+    written = write.chunks if of is None else of
+    dims = int(vecs.shape[1])
+    claim_embedding(conn, write.embed_model, dims, write.embed_provider)
+    if not vectors.exists(conn, write.name):
+        vectors.create(conn, write.name, dims)
     vectors.load(
         conn,
         write.name,
         (
             (chunk_id, bool(chunk.has_example), vector)
-            for chunk_id, chunk, vector in zip(ids, write.chunks, write.vectors, strict=True)
+            for chunk_id, chunk, vector in zip(ids, written, vecs, strict=True)
         ),
     )
-    vectors.index(conn, write.name)
-    vectors.cache_package(conn, write.name, write.embed_model, dims)
+    vectors.cache_package(conn, write.name, write.embed_model, dims, ids)
+
+
+def _holds_partial(conn: Connection, name: str, version: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM packages WHERE name = %s AND version = %s AND status = 'partial'",
+        (name, version),
+    ).fetchone()
+    return found is not None
 
 
 def _lock_package(conn: Connection, name: str) -> None:

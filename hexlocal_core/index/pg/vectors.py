@@ -35,7 +35,7 @@ so no catalogue of tables is needed; `vector_tables()` lists them for a model sw
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -114,18 +114,24 @@ def fill_from_cache(conn: Connection, package: str, model: str) -> None:
     )
 
 
-def cache_package(conn: Connection, package: str, model: str, dims: int) -> None:
-    """The package's vectors into the embedding cache, where not there yet. In hash order,
-    so two servers writing packages that share texts lock cache rows in one order and
-    never deadlock."""
+def cache_package(
+    conn: Connection, package: str, model: str, dims: int, ids: Sequence[int] | None = None
+) -> None:
+    """The package's vectors (or those of the chunk `ids`) into the embedding cache, where
+    not there yet. In hash order, so two servers writing packages that share texts lock
+    cache rows in one order and never deadlock."""
+    only = " AND c.id = ANY(%s::bigint[])" if ids is not None else ""
+    params: tuple[object, ...] = (model, int(dims), package)
+    if ids is not None:
+        params += (list(ids),)
     conn.execute(
         sql.SQL(
             "INSERT INTO embed_cache (model, text_hash, dims, vector)"
             " SELECT %s, c.embed_hash, %s, v.embedding FROM chunks c JOIN {} v"
-            " ON v.chunk_id = c.id WHERE c.package = %s ORDER BY c.embed_hash"
+            " ON v.chunk_id = c.id WHERE c.package = %s" + only + " ORDER BY c.embed_hash"
             " ON CONFLICT (model, text_hash) DO NOTHING"
         ).format(sql.Identifier(table_name(package))),
-        (model, int(dims), package),
+        params,
     )
 
 

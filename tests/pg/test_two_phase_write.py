@@ -1,0 +1,109 @@
+"""Chunks first, vectors after: the write a search can answer from before its vectors exist,
+on both engines through the seam (SQLite file, real PostgreSQL + pgvector)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from hexlocal_core.index.pg.store import PgStore
+from hexlocal_core.index.seam import DocsStore
+from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.model import sha256_text
+from hexlocal_core.ports import Vectors
+from hexlocal_core.search.arms import BM25_WEIGHTS
+from tests.helpers import HashingEmbedder, chunk_of, item
+from tests.pg.support import package_write
+
+DOCS = [(f"Pool.html#f{n}/1", f"checkout a worker from the pool, variant {n}") for n in range(6)]
+
+
+@pytest.fixture(params=["sqlite", "pg"])
+def docs_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DocsStore]:
+    store: DocsStore
+    if request.param == "pg":
+        store = PgStore(request.getfixturevalue("pg_url"))
+    else:
+        store = Store(tmp_path / "index.db")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _write(version: str = "1.0.0") -> tuple[PackageWrite, Vectors]:
+    """A write of DOCS without vectors, and the vectors it leaves out."""
+    chunks = [chunk_of(item(ref, text, package="pool", version=version)) for ref, text in DOCS]
+    full = package_write("pool", version, chunks)
+    assert full.vectors is not None
+    return attrs.evolve(full, vectors=None), full.vectors
+
+
+def _keyword(store: DocsStore) -> list[int]:
+    hits = store.session().chunks.package_keyword_hits(
+        ['"checkout"'], package="pool", depth=10, examples_only=False, weights=BM25_WEIGHTS
+    )
+    return [cid for cid, _ in hits]
+
+
+def _nearest(store: DocsStore) -> list[int]:
+    if not store.vector_tables_exist():  # as the engine asks first: no vector written yet
+        return []
+    query = HashingEmbedder().vector(DOCS[0][1])
+    found = store.session().chunks.vector_hits(
+        query.reshape(1, -1), package="pool", depth=10, examples_only=False
+    )
+    return [cid for cid, _ in found]
+
+
+def test_chunks_answer_by_keyword_before_any_vector(docs_store: DocsStore) -> None:
+    write, _ = _write()
+    ids = docs_store.replace_package(write)
+    assert len(ids) == len(DOCS)
+    pkg = docs_store.package("pool")
+    assert pkg is not None and (pkg.version, pkg.status) == ("1.0.0", "partial")
+    assert sorted(_keyword(docs_store)) == sorted(ids)
+    assert _nearest(docs_store) == []
+
+
+def test_vectors_arrive_slice_by_slice_then_the_package_is_complete(
+    docs_store: DocsStore,
+) -> None:
+    write, vectors = _write()
+    ids = docs_store.replace_package(write)
+    assert docs_store.add_vectors(write, ids, [0, 1, 2], vectors[:3])
+    assert sorted(_nearest(docs_store)) == sorted(ids[:3])  # only what has a vector
+    hashes = [sha256_text(c.embedding_text()) for c in write.chunks]
+    assert set(docs_store.cached_vectors(write.embed_model, hashes)) == set(hashes[:3])
+    assert docs_store.add_vectors(write, ids, [3, 4, 5], vectors[3:])
+    assert docs_store.mark_complete("pool", "1.0.0")
+    pkg = docs_store.package("pool")
+    assert pkg is not None and pkg.status == "complete"
+    assert sorted(_nearest(docs_store)) == sorted(ids)
+    assert not docs_store.mark_complete("pool", "1.0.0")  # only a partial one completes
+
+
+def test_a_write_replaced_meanwhile_adds_nothing(docs_store: DocsStore) -> None:
+    # Two writers of one package (two processes on one file, two team servers): the
+    # slower one's vectors must not land on the other's chunks.
+    first, vectors = _write("1.0.0")
+    first_ids = docs_store.replace_package(first)
+    second, _ = _write("2.0.0")
+    docs_store.replace_package(second)
+    assert not docs_store.add_vectors(first, first_ids, [0], vectors[:1])
+    assert not docs_store.mark_complete("pool", "1.0.0")
+    pkg = docs_store.package("pool")
+    assert pkg is not None and (pkg.version, pkg.status) == ("2.0.0", "partial")
+    assert _nearest(docs_store) == []
+
+
+def test_a_write_with_its_vectors_is_complete_at_once(docs_store: DocsStore) -> None:
+    _, vectors = _write()
+    chunks = [chunk_of(item(ref, text, package="pool")) for ref, text in DOCS]
+    ids = docs_store.replace_package(package_write("pool", "1.0.0", chunks, vectors))
+    pkg = docs_store.package("pool")
+    assert pkg is not None and pkg.status == "complete"
+    assert sorted(_nearest(docs_store)) == sorted(ids)
