@@ -197,6 +197,9 @@ class Settings:
     elixir_home: Path | None = None  # where Elixir's own libs live (else found from PATH)
     sync_on_start: bool = True  # a long-lived process (the MCP server) syncs in the background
     sync_elixir: bool = True  # `sync` indexes Elixir's own apps too (elixir, eex, ex_unit, ...)
+    # A search of a package being indexed answers by keyword once its chunks are written,
+    # rather than waiting (up to INGEST_TIMEOUT_MS) for its vectors.
+    answer_while_embedding: bool = True
     # The bearer token `hexlocal serve --http` requires (HEXLOCAL_HTTP_TOKEN, or the first
     # line of HEXLOCAL_HTTP_TOKEN_FILE, which keeps it out of the process environment).
     http_token: Secret = field(factory=lambda: Secret(""))
@@ -268,6 +271,7 @@ class Settings:
             elixir_home=_opt_path(r.raw("ELIXIR_HOME")),
             sync_on_start=r.flag("HEXLOCAL_SYNC_ON_START", True),
             sync_elixir=r.flag("HEXLOCAL_SYNC_ELIXIR", True),
+            answer_while_embedding=r.flag("HEXLOCAL_ANSWER_WHILE_EMBEDDING", True),
             http_token=_http_token(r),
             http_token_file=_opt_path(r.raw("HEXLOCAL_HTTP_TOKEN_FILE")),
             http_shutdown_grace_s=r.number(
@@ -350,6 +354,7 @@ ENV_VARIABLES = _ENV_NAMES + (
     "ELIXIR_HOME",
     "HEXLOCAL_SYNC_ON_START",
     "HEXLOCAL_SYNC_ELIXIR",
+    "HEXLOCAL_ANSWER_WHILE_EMBEDDING",
     "HEXLOCAL_HTTP_TOKEN",
     "HEXLOCAL_HTTP_TOKEN_FILE",
     "HEXLOCAL_HTTP_SHUTDOWN_GRACE_S",

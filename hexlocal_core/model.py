@@ -244,8 +244,8 @@ class Phase(StrEnum):
     DOWNLOADING = "downloading"
     PARSING = "parsing"
     CHUNKING = "chunking"
-    EMBEDDING = "embedding"
-    WRITING = "writing"
+    WRITING = "writing"  # the chunks, whole: keyword search answers from here
+    EMBEDDING = "embedding"  # vectors added slice by slice
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"

@@ -105,6 +105,7 @@ class Hexlocal:
             database_path=settings.database_path,
             timeout_s=settings.ingest_timeout_ms / 1000,
             startup_notices=tuple(Notice("setting_ignored", w) for w in settings.warnings),
+            answer_while_embedding=settings.answer_while_embedding,
         )
         self._docs = Docs(
             self._indexing, self._engine, store, rerank_enabled=settings.rerank_enabled

@@ -28,6 +28,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPat
     for name in ENV_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # As `settings_for` does: a search waits for the whole ingestion unless a test asks.
+    monkeypatch.setenv("HEXLOCAL_ANSWER_WHILE_EMBEDDING", "false")
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))

@@ -151,8 +151,8 @@ async def test_latest_stable_without_tarball_is_a_clear_error(svc: Hexlocal) -> 
     assert snapshot(svc)[0] == 0
 
 
-@pytest.mark.parametrize("stage", ["download", "parse", "embed", "write"])
-async def test_failure_at_any_stage_leaves_database_unchanged(
+@pytest.mark.parametrize("stage", ["download", "parse", "write"])
+async def test_failure_before_the_chunks_are_written_leaves_database_unchanged(
     stage: str, fake_hex: FakeHex, tmp_path: Path
 ) -> None:
     embedder = HashingEmbedder()
@@ -164,12 +164,6 @@ async def test_failure_at_any_stage_leaves_database_unchanged(
             fake_hex.fail("/repo/docs/jason-*", status=500)
         elif stage == "parse":
             fake_hex.add_docs("jason", "1.4.4", b"\x1f\x8b\x08\x00garbage-not-a-tarball")
-        elif stage == "embed":
-
-            async def broken(texts: object) -> object:
-                raise RemoteError("injected embedding failure")
-
-            embedder.embed = broken  # type: ignore[method-assign]
         else:
             db(service).execute(
                 "CREATE TRIGGER injected BEFORE INSERT ON chunks WHEN new.package = 'jason'"
@@ -180,6 +174,106 @@ async def test_failure_at_any_stage_leaves_database_unchanged(
             await service.ingest("jason", "1.4.4")
         assert snapshot(service) == before
         assert scalar(db(service), "PRAGMA integrity_check") == "ok"
+    finally:
+        await service.aclose()
+
+
+async def test_an_embedding_cut_short_keeps_the_chunks_and_the_next_job_embeds_the_rest(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # The chunks are written first (keyword search answers), then the vectors slice by
+    # slice: a failure in the second slice keeps the chunks and the first slice's vectors,
+    # and the job the next call starts embeds only what is missing.
+    embedder = HashingEmbedder()
+    service = await make_service(settings_for(fake_hex, tmp_path, embed_batch_size=20), embedder)
+    original = embedder.embed
+    calls: list[int] = []
+
+    async def fails_second_slice(texts: Sequence[str]) -> Vectors:
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RemoteError("injected embedding failure")
+        return await original(texts)
+
+    try:
+        embedder.embed = fails_second_slice  # type: ignore[method-assign]
+        with pytest.raises(RemoteError, match="injected"):
+            await service.ingest("jason", "1.4.4")
+        (pkg,) = service.list_packages()
+        assert (pkg.version, pkg.status) == ("1.4.4", "partial")
+        total = pkg.chunk_count
+        assert scalar(db(service), "SELECT count(*) FROM embed_cache") == 20
+        embedder.embed = original  # type: ignore[method-assign]
+        report, _ = await service.ingest("jason", "1.4.4")
+        assert report is not None and (report.embedded, report.reused) == (total - 20, 20)
+        (pkg,) = service.list_packages()
+        assert pkg.status == "complete"
+        assert scalar(db(service), "PRAGMA integrity_check") == "ok"
+    finally:
+        await service.aclose()
+
+
+async def test_a_search_answers_by_keyword_while_the_vectors_are_made(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # The budget (INGEST_TIMEOUT_MS) is far longer than the chunking: the answer must not
+    # wait for the embedder, which here takes 0.5 s a slice of 20 (jason: 5 slices).
+    settings = settings_for(fake_hex, tmp_path, embed_batch_size=20, answer_while_embedding=True)
+    service = await make_service(settings, PacedEmbedder(0.5))
+    try:
+        first = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        assert first.hits and first.ingestion is None
+        (notice,) = [n for n in first.notices if n.code == "embedding_in_progress"]
+        assert "jason 1.4.4" in notice.message and "chunks embedded" in notice.message
+        assert first.hits[0].fts_rank is not None  # the keyword arm answered
+        exact = await service.get_docs("jason", "Jason.decode/2", version="1.4.4")
+        assert exact.hits[0].ref == "Jason.html#decode/2"
+        (status,) = service.ingestion_status("jason")
+        assert status.state == "running" and status.phase == "embedding"
+        report, _ = await service.ingest("jason", "1.4.4")  # joins the running job
+        assert report is not None and report.chunks == status.chunks_total
+        last = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        assert not any(n.code == "embedding_in_progress" for n in last.notices)
+        assert any(h.vec_rank is not None for h in last.hits)
+    finally:
+        await service.aclose()
+
+
+async def test_a_failing_embedder_still_answers_by_keyword_and_says_why(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    embedder = HashingEmbedder()
+
+    async def broken(texts: Sequence[str]) -> Vectors:
+        raise RemoteError("injected embedding failure")
+
+    embedder.embed = broken  # type: ignore[method-assign]
+    settings = settings_for(fake_hex, tmp_path, answer_while_embedding=True)
+    service = await make_service(settings, embedder)
+    try:
+        first = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        assert first.hits and any(n.code == "embedding_in_progress" for n in first.notices)
+        for _ in range(200):  # the job fails in the background, on its first slice
+            (status,) = service.ingestion_status("jason")
+            if status.state != "running":
+                break
+            await asyncio.sleep(0.05)
+        assert status.state == "failed" and "injected" in (status.error or "")
+        again = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        assert again.hits
+        (notice,) = [n for n in again.notices if n.code == "embedding_in_progress"]
+        assert "The last attempt stopped: injected embedding failure" in notice.message
+    finally:
+        await service.aclose()
+
+
+async def test_waiting_for_the_vectors_can_be_asked_for(fake_hex: FakeHex, tmp_path: Path) -> None:
+    settings = settings_for(fake_hex, tmp_path, answer_while_embedding=False)
+    service = await make_service(settings, HashingEmbedder())
+    try:
+        result = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        assert not any(n.code == "embedding_in_progress" for n in result.notices)
+        assert [p.status for p in service.list_packages()] == ["complete"]
     finally:
         await service.aclose()
 
@@ -268,7 +362,7 @@ async def test_progress_is_pushed_to_every_listener_phase_by_phase(
     finally:
         await service.aclose()
     phases = list(dict.fromkeys(p.phase for p in first))
-    assert phases == ["downloading", "parsing", "chunking", "embedding", "writing", "done"]
+    assert phases == ["downloading", "parsing", "chunking", "writing", "embedding", "done"]
     embedding = [p.chunks_embedded for p in first if p.phase == "embedding"]
     assert embedding == sorted(embedding) and len(embedding) >= 3, embedding  # moves in steps
     assert second[-1] == first[-1] and second[-1].phase == "done"
@@ -299,7 +393,7 @@ async def test_status_is_a_typed_value_with_the_real_phase(
 
 
 @pytest.mark.parametrize("phase", ["downloading", "parsing", "chunking", "embedding"])
-async def test_cancel_stops_the_job_within_two_seconds_and_writes_nothing(
+async def test_cancel_stops_the_job_within_two_seconds(
     phase: str, fake_hex: FakeHex, tmp_path: Path
 ) -> None:
     settings = settings_for(fake_hex, tmp_path, embed_batch_size=50)
@@ -321,8 +415,14 @@ async def test_cancel_stops_the_job_within_two_seconds_and_writes_nothing(
         await ingest
     assert stopped < 2.0, f"cancelled during {phase}, stopped after {stopped:.1f} s"
     conn = connect(settings.database_path)
-    assert scalar(conn, "SELECT count(*) FROM packages") == 0
-    assert scalar(conn, "SELECT count(*) FROM chunks") == 0
+    if phase == "embedding":
+        # Past the chunk write: the chunks stay (keyword search answers), the package is
+        # 'partial' until a later job adds the vectors the cache does not hold.
+        assert scalar(conn, "SELECT status FROM packages") == "partial"
+        assert scalar(conn, "SELECT count(*) FROM chunks") > 0
+    else:
+        assert scalar(conn, "SELECT count(*) FROM packages") == 0
+        assert scalar(conn, "SELECT count(*) FROM chunks") == 0
     assert scalar(conn, "SELECT status || ':' || error FROM ingest_jobs") == (
         "failed:ingestion was cancelled: hexlocal is shutting down"
     )

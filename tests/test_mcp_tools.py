@@ -350,6 +350,26 @@ async def test_slow_ingestion_continues_in_background(
     assert len(fake_hex.requests_to(DOCS)) == 1
 
 
+async def test_search_answers_by_keyword_while_the_vectors_are_made(
+    settings: Settings, fake_hex: FakeHex
+) -> None:
+    # What an MCP client sees of a package new to the index: hits from the keyword arm as
+    # soon as its chunks are written, one notice saying so, the job still going.
+    early = attrs.evolve(settings, embed_batch_size=4, answer_while_embedding=True)
+    args = {"package": PACKAGE, "query": "checkout a worker", "version": VERSION}
+    async with Client(create_server(factory_for(early, embedder=SlowEmbedder(0.1)))) as c:
+        first = await call(c, "search_docs", **args)
+        assert not first.is_error, text_of(first)
+        data = first.structured_content
+        assert data is not None and not data["ingestion"]
+        assert "NimblePool.html#checkout!/4" in [h["ref"] for h in data["results"]]
+        assert [n["code"] for n in data["notices"]] == ["embedding_in_progress"]
+        assert "NOTICE [embedding_in_progress]" in text_of(first)
+        status = await call(c, "ingestion_status", package=PACKAGE)
+        assert status.structured_content is not None
+        assert status.structured_content["jobs"][0]["progress"]["phase"] == "embedding"
+
+
 async def test_concurrent_calls_start_one_ingestion(settings: Settings, fake_hex: FakeHex) -> None:
     fake_hex.fail(DOCS, delay=0.3)  # keep the first download in flight while the second arrives
     args = {"package": PACKAGE, "query": "checkout", "version": VERSION}

@@ -107,7 +107,8 @@ class Ingestor:
 
     def _indexed_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)
-        return indexed is not None and indexed.version == version
+        # 'partial' at that version: the other server stopped before its last vector.
+        return indexed is not None and indexed.version == version and indexed.status == "complete"
 
     async def _indexed_elsewhere(self, resolved: ResolvedVersion, started: float) -> IngestReport:
         indexed = await in_worker(lambda: self._store.package(resolved.name))

@@ -28,6 +28,8 @@ JobWork = Callable[[ProgressFn], Awaitable[IngestReport]]
 
 # How long `cancel_all` waits for jobs to reach a checkpoint before giving up on them.
 CANCEL_WAIT_S = 2.0
+# Phases past the chunk write: the package answers keyword searches and exact lookups.
+SEARCHABLE = frozenset({Phase.EMBEDDING, Phase.DONE})
 
 
 class Job:
@@ -42,6 +44,9 @@ class Job:
         self.progress: IngestProgress | None = None
         self.task: asyncio.Task[IngestReport] | None = None
         self._listeners: list[ProgressFn] = []
+        # Set once the chunks are written (keyword search answers) or the job has ended.
+        self.searchable = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
 
     @property
     def done(self) -> bool:
@@ -65,6 +70,8 @@ class Job:
     def report(self, update: IngestProgress) -> None:
         """Records the job's progress and pushes it to every listener."""
         self.progress = update
+        if update.phase in SEARCHABLE:
+            self._loop.call_soon_threadsafe(self.searchable.set)
         for listener in list(self._listeners):
             try:
                 listener(update)
@@ -148,19 +155,46 @@ class JobRegistry:
         job.task.add_done_callback(lambda _: self._close_row(job))
         return job
 
-    async def wait(self, job: Job, timeout_s: float | None) -> IngestReport | None:
-        """The job's report if it finishes within the timeout; re-raises its failure."""
-        if timeout_s is None:
-            return await job.result()
+    async def wait(
+        self, job: Job, timeout_s: float | None, *, until_searchable: bool = False
+    ) -> IngestReport | None:
+        """The job's report if it finishes within the timeout; re-raises its failure.
+
+        `until_searchable`: also stop waiting (None) once its chunks are written, so a
+        search answers by keyword while the vectors are still being made."""
+        if not until_searchable:
+            if timeout_s is None:
+                return await job.result()
+            try:
+                return await asyncio.wait_for(job.result(), timeout_s)
+            except TimeoutError:
+                return None
+        result = asyncio.ensure_future(job.result())
+        ready = asyncio.ensure_future(job.searchable.wait())
         try:
-            return await asyncio.wait_for(job.result(), timeout_s)
-        except TimeoutError:
-            return None
+            await asyncio.wait({result, ready}, timeout=timeout_s, return_when="FIRST_COMPLETED")
+        finally:
+            ready.cancel()
+            if not result.done():
+                result.cancel()  # the waiter only: `result()` shields the job itself
+        return result.result() if result.done() and not result.cancelled() else None
 
     def collect(self, package: str) -> None:
         """Forget a finished job once its result has been handed out."""
         job = self._jobs.get(package)
         if job is not None and job.done:
+            del self._jobs[package]
+
+    async def cancel(self, package: str, reason: str, wait_s: float = CANCEL_WAIT_S) -> None:
+        """Cancels the package's running job (another version is wanted now) and forgets it
+        once it stopped; what it wrote stays (chunks first, then vector slices)."""
+        job = self.running(package)
+        if job is None or job.task is None:
+            return
+        job.token.cancel(reason)
+        job.task.cancel()
+        await asyncio.wait([job.task], timeout=wait_s)
+        if job.done:
             del self._jobs[package]
 
     async def cancel_all(self, wait_s: float = CANCEL_WAIT_S) -> None:

@@ -1,9 +1,14 @@
-"""Items -> chunks -> vectors -> one transaction. Shared by every docs source.
+"""Items -> chunks (one transaction) -> vectors (a transaction per slice). Shared by every
+docs source.
 
-The caller runs the model guard once, before any download. Vectors are reused by (model,
-hash of the exact text embedded); only text never seen is embedded. The work checks the
-job's cancel token between steps and between embedding slices, and the transaction is
-opened only after the last check: a cancelled or failed ingestion writes nothing.
+The caller runs the model guard once, before any download. The chunks are written first,
+whole, with the package 'partial': keyword search and exact lookups answer from then on,
+while the vectors (seconds to minutes on a CPU) are added slice by slice, each slice in its
+own transaction, and the package is marked complete after the last. Vectors are reused by
+(model, hash of the exact text embedded); only text never seen is embedded, so an
+ingestion cut short (cancelled, failed, killed) and started again embeds only what it had
+not. The cancel token is checked between steps and between slices; a cancelled ingestion
+leaves the chunks and the vectors of the slices done, and the package 'partial'.
 """
 
 from __future__ import annotations
@@ -11,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -20,7 +24,7 @@ from attrs import frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
-from hexlocal_core.errors import ModelMismatch
+from hexlocal_core.errors import ModelMismatch, StoreError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.store import PackageWrite
 from hexlocal_core.model import (
@@ -81,50 +85,60 @@ async def in_worker(work: Callable[[], T]) -> T:
         raise
 
 
+@frozen
+class EmbeddingPlan:
+    """What a package's chunks need embedded: each text hash's chunk positions, the
+    vectors the cache already has, and the texts never embedded (longest first)."""
+
+    hashes: tuple[str, ...]
+    positions: dict[str, list[int]]
+    cached: dict[str, np.ndarray]
+    todo: list[tuple[str, str]]
+
+    @classmethod
+    def of(cls, chunks: Sequence[Chunk], cached: dict[str, np.ndarray]) -> EmbeddingPlan:
+        texts = [c.embedding_text() for c in chunks]
+        hashes = tuple(sha256_text(t) for t in texts)
+        positions: dict[str, list[int]] = {}
+        for i, h in enumerate(hashes):
+            positions.setdefault(h, []).append(i)  # one embedded text may serve several chunks
+        missing = {h: t for t, h in zip(texts, hashes, strict=True) if h not in cached}
+        # Longest first, so each slice holds texts of like length: the embedder pads a batch
+        # to its longest text (plug: +10.8% padding -> +7.1%; elixir +9.1% -> +5.6%).
+        todo = sorted(missing.items(), key=lambda item: len(item[1]), reverse=True)
+        return cls(hashes, positions, {h: cached[h] for h in positions if h in cached}, todo)
+
+
+async def embed_slices(
+    embedder: Embedder, todo: Sequence[tuple[str, str]], slice_size: int
+) -> AsyncIterator[dict[str, np.ndarray]]:
+    """(hash -> vector) for `todo`, `slice_size` texts at a time (the adapter batches each
+    slice its own way); the cancel token is checked before each slice."""
+    step = max(1, slice_size)
+    for start in range(0, len(todo), step):
+        checkpoint()
+        part = todo[start : start + step]
+        vectors = await embedder.embed([t for _, t in part])
+        yield {h: vector for (h, _), vector in zip(part, vectors, strict=True)}
+
+
 async def embed_with_cache(
     store: DocsStore,
     embedder: Embedder,
     chunks: Sequence[Chunk],
     *,
     slice_size: int,
-    on_progress: Callable[[int], None] | None = None,
 ) -> tuple[Vectors, int]:
-    """Vectors for the chunks (row i for chunk i) and how many were embedded now.
-
-    Texts go to the embedder `slice_size` at a time (the adapter batches each slice its
-    own way); between slices progress moves and the cancel token is checked.
-    """
-    texts = [c.embedding_text() for c in chunks]
-    hashes = [sha256_text(t) for t in texts]
+    """Vectors for the chunks (row i for chunk i), and how many texts were embedded now."""
     model = embedder.model_id
-    cached = await in_worker(lambda: store.cached_vectors(model, hashes))
-    missing: dict[str, str] = {}
-    for text, h in zip(texts, hashes, strict=True):
-        if h not in cached:
-            missing.setdefault(h, text)
-    # Longest first, so each slice holds texts of like length: the embedder pads a batch to
-    # its longest text (plug: +10.8% padding -> +7.1%; elixir +9.1% -> +5.6%). Vectors are
-    # keyed by hash, so the order of the output is untouched.
-    todo = sorted(missing.items(), key=lambda item: len(item[1]), reverse=True)
-    uses = Counter(hashes)  # one embedded text may serve several chunks
-    done = len(chunks) - sum(uses[h] for h in missing)
-    if on_progress:
-        on_progress(done)
-    step = max(1, slice_size)
-    fresh: dict[str, np.ndarray] = {}
-    for start in range(0, len(todo), step):
-        checkpoint()
-        part = todo[start : start + step]
-        vectors = await embedder.embed([t for _, t in part])
-        for (h, _), vector in zip(part, vectors, strict=True):
-            fresh[h] = vector
-        done += sum(uses[h] for h, _ in part)
-        if on_progress:
-            on_progress(done)
+    hashes = [sha256_text(c.embedding_text()) for c in chunks]
+    plan = EmbeddingPlan.of(chunks, await in_worker(lambda: store.cached_vectors(model, hashes)))
+    table = dict(plan.cached)
+    async for fresh in embed_slices(embedder, plan.todo, slice_size):
+        table.update(fresh)
     if not chunks:
         return np.zeros((0, embedder.dims or 1), dtype=np.float32), 0
-    table = {**cached, **fresh}
-    return np.stack([table[h] for h in hashes]).astype(np.float32), len(todo)
+    return np.stack([table[h] for h in plan.hashes]).astype(np.float32), len(plan.todo)
 
 
 async def index_items(
@@ -136,7 +150,8 @@ async def index_items(
     progress: ProgressFn | None = None,
     started: float | None = None,
 ) -> IngestReport:
-    """Chunk, embed (reusing cached vectors) and write one package version atomically."""
+    """Chunk, write the chunks (keyword search works from here), then embed them slice by
+    slice, each slice's vectors written as it comes, and mark the package complete."""
     t0 = started or time.perf_counter()
 
     def report(phase: Phase, embedded: int = 0, total: int = 0) -> None:
@@ -151,16 +166,11 @@ async def index_items(
     chunked = await in_worker(lambda: chunk_items(request.items))
     chunks = chunked.chunks
     total = len(chunks)
-    report(Phase.EMBEDDING, 0, total)
-    vectors, embedded = await embed_with_cache(
-        store,
-        embedder,
-        chunks,
-        slice_size=slice_size,
-        on_progress=lambda n: report(Phase.EMBEDDING, n, total),
-    )
-    checkpoint()  # the last one: past it the write runs to its end
-    report(Phase.WRITING, total, total)
+    model = embedder.model_id
+    hashes = [sha256_text(c.embedding_text()) for c in chunks]
+    plan = EmbeddingPlan.of(chunks, await in_worker(lambda: store.cached_vectors(model, hashes)))
+    checkpoint()  # the last one before the chunks are written
+    report(Phase.WRITING, 0, total)
     write = PackageWrite(
         name=request.package,
         version=request.version,
@@ -168,14 +178,22 @@ async def index_items(
         chunker_version=CHUNKER_VERSION,
         item_count=len(request.items),
         chunks=chunks,
-        vectors=vectors,
-        embed_model=embedder.model_id,
+        vectors=None,
+        embed_model=model,
         embed_provider=provider_of(embedder),
         docs_html_url=request.docs_html_url,
         meta=dict(request.meta or {}),
     )
-    await in_worker(lambda: store.replace_package(write))
+    ids = await in_worker(lambda: store.replace_package(write))
+    done = await _add(store, write, ids, plan, plan.cached)
+    report(Phase.EMBEDDING, done, total)
+    async for fresh in embed_slices(embedder, plan.todo, slice_size):
+        done += await _add(store, write, ids, plan, fresh)
+        report(Phase.EMBEDDING, done, total)
+    if not await in_worker(lambda: store.mark_complete(write.name, write.version)):
+        raise _replaced(write)
     report(Phase.DONE, total, total)
+    embedded = len(plan.todo)
     log.info(
         "indexed %s %s: %d items, %d chunks, %d embedded, %d reused",
         request.package,
@@ -196,4 +214,28 @@ async def index_items(
         seconds=round(time.perf_counter() - t0, 3),
         notices=tuple(request.notices) + chunked.notices(request.package, request.version),
         skipped=dict(request.skipped or {}),
+    )
+
+
+async def _add(
+    store: DocsStore,
+    write: PackageWrite,
+    ids: Sequence[int],
+    plan: EmbeddingPlan,
+    vectors: dict[str, np.ndarray],
+) -> int:
+    """Writes the vectors of every chunk whose text is in `vectors`; how many chunks."""
+    positions = [i for h in vectors for i in plan.positions[h]]
+    if not positions:
+        return 0
+    rows = np.stack([vectors[plan.hashes[i]] for i in positions]).astype(np.float32)
+    if not await in_worker(lambda: store.add_vectors(write, ids, positions, rows)):
+        raise _replaced(write)
+    return len(positions)
+
+
+def _replaced(write: PackageWrite) -> StoreError:
+    return StoreError(
+        f"{write.name} {write.version} was replaced by another writer while it was being "
+        "embedded; the index holds that writer's version"
     )

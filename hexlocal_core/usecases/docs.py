@@ -39,7 +39,7 @@ class Docs:
         if mode == "rerank" and not self._rerank_enabled:
             mode = "rrf"  # switched off on purpose: no notice owed
         prepared = await self._indexing.prepare(
-            package, version, refresh=refresh, progress=progress
+            package, version, refresh=refresh, progress=progress, searchable=True
         )
         if prepared.waiting is not None:
             return waiting_result(prepared, prepared.waiting, query)
@@ -58,7 +58,9 @@ class Docs:
                 f"{identifier!r} is not an identifier; pass `Module`, `Module.fun/arity`, "
                 "`c:callback/1` or `t:type/0` (use search_docs for questions)"
             )
-        prepared = await self._indexing.prepare(package, version, refresh=False, progress=progress)
+        prepared = await self._indexing.prepare(
+            package, version, refresh=False, progress=progress, searchable=True
+        )
         if prepared.waiting is not None:
             return waiting_result(prepared, prepared.waiting, identifier)
         hits = await self._engine.exact(prepared.name, ident)

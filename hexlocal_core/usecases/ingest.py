@@ -33,6 +33,7 @@ from hexlocal_core.versions import resolve_version, validate_package_name
 log = logging.getLogger("hexlocal.ingest")
 
 WAIT_DEFAULT = -1.0  # `prepare(wait_s=...)`: wait INGEST_TIMEOUT_MS
+COMPLETE = "complete"  # a package with all its vectors; 'partial' has its chunks only
 
 
 @frozen
@@ -62,6 +63,7 @@ class Indexing:
         database_path: Path,
         timeout_s: float,
         startup_notices: tuple[Notice, ...] = (),
+        answer_while_embedding: bool = True,
     ) -> None:
         self._store = store
         self._embedder = embedder
@@ -71,6 +73,7 @@ class Indexing:
         self._database_path = database_path
         self._timeout_s = timeout_s
         self._startup_notices = startup_notices
+        self._answer_while_embedding = answer_while_embedding
         self._jobs = JobRegistry(store)
 
     async def resume(self) -> None:
@@ -105,7 +108,8 @@ class Indexing:
         indexed = self._store.package(package)
         if indexed is None:
             return [JobStatus(package, "not indexed")]
-        return [JobStatus(package, "indexed", version=indexed.version)]
+        state = "indexed" if indexed.status == COMPLETE else "indexed (keyword only)"
+        return [JobStatus(package, state, version=indexed.version)]
 
     async def resolve(self, package: str, version: str | None) -> ResolvedVersion:
         name = validate_package_name(package)
@@ -135,7 +139,11 @@ class Indexing:
         refresh: bool,
         progress: ProgressFn | None,
         wait_s: float | None = WAIT_DEFAULT,
+        searchable: bool = False,
     ) -> Prepared:
+        """Where a docs call stands. `searchable`: the call can answer from the chunks alone
+        (search, get): it stops waiting once they are written, with a notice, while the
+        vectors are still being made; otherwise it waits for the whole job."""
         # resolve_version reads a blank version as "not given"; so must the checks below,
         # or a blank version would replace the indexed one with hex.pm's latest.
         if version is not None and not version.strip():
@@ -148,23 +156,49 @@ class Indexing:
         notices = list(self._startup_notices) + list(resolved.notices)
         indexed = self._store.package(resolved.name)
         running = self._jobs.running(resolved.name)
+        searchable = searchable and self._answer_while_embedding
+        # Unpinned (no version asked, none locked): what is indexed or being indexed is
+        # answered from, rather than hex.pm's latest.
+        current = running.version if running else indexed.version if indexed else None
+        if (
+            current not in (None, resolved.version)
+            and not refresh
+            and not _pinned(version, resolved)
+        ):
+            notices.append(_not_latest_notice(resolved.name, str(current), resolved))
+            resolved = evolve(resolved, version=str(current), source=VersionSource.INDEXED)
         if running is None and indexed is not None and not refresh:
-            if indexed.version == resolved.version:
+            if indexed.version == resolved.version and indexed.status == COMPLETE:
                 self._jobs.collect(resolved.name)
                 return Prepared(resolved, indexed.version, tuple(notices))
-            if version is None and resolved.source in (
-                VersionSource.HEX_LATEST,
-                VersionSource.INDEXED,
-            ):
-                notices.append(_not_latest_notice(indexed, resolved))
-                kept = evolve(resolved, version=indexed.version, source=VersionSource.INDEXED)
-                return Prepared(kept, indexed.version, tuple(notices))
+            # Not complete: its embedding was cut short (cancelled, failed, killed) or runs in
+            # another process. A job finishes it; the cache keeps what was embedded.
+        if running is not None and running.version != resolved.version:
+            # Jobs outlive their calls (the vectors come after the chunks): one still
+            # embedding a version the project no longer asks for gives way.
+            await self._jobs.cancel(
+                resolved.name,
+                f"{resolved.name} {resolved.version} is wanted now, not {running.version}",
+            )
+            running = self._jobs.running(resolved.name)
         if running is None and not guarded:
             self.guard()
+        before = self._jobs.get(resolved.name)  # a finished job not collected: why it ended
+        stopped = before.status().error if before is not None and before.done else None
         job = running or self._start_job(resolved.name, resolved.version, resolved)
+        if searchable and indexed is not None and indexed.version == job.version and not refresh:
+            # Its chunks are there (a refresh of a complete package, or one being embedded):
+            # answer now; only a partial one owes the notice.
+            if indexed.status != COMPLETE:
+                notices.append(_embedding_notice(job, stopped))
+            return Prepared(resolved, job.version, tuple(notices))
         timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
         with job.listening(progress):
-            report = await self._jobs.wait(job, timeout)
+            report = await self._jobs.wait(job, timeout, until_searchable=searchable)
+        if report is None and searchable and job.searchable.is_set():
+            if indexed is not None and indexed.version != job.version:
+                notices.append(self._replaced_notice(indexed, resolved))
+            return Prepared(resolved, job.version, (*notices, _embedding_notice(job, stopped)))
         if report is None:
             return Prepared(resolved, resolved.version, tuple(notices), waiting=job.status())
         self._jobs.collect(resolved.name)
@@ -175,7 +209,7 @@ class Indexing:
 
     def _indexed_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)
-        return indexed is not None and indexed.version == version
+        return indexed is not None and indexed.version == version and indexed.status == COMPLETE
 
     def guard(self) -> None:
         """Raises ModelError unless new docs can be indexed (an embedder of the index's model)."""
@@ -209,10 +243,35 @@ class Indexing:
         )
 
 
-def _not_latest_notice(indexed: IndexedPackage, resolved: ResolvedVersion) -> Notice:
+def _pinned(version: str | None, resolved: ResolvedVersion) -> bool:
+    """Whether the call names its version (explicitly, or the project does) rather than
+    taking whatever is indexed or latest."""
+    return version is not None or resolved.source not in (
+        VersionSource.HEX_LATEST,
+        VersionSource.INDEXED,
+    )
+
+
+def _embedding_notice(job: Job, stopped: str | None = None) -> Notice:
+    """The answer came from the chunks alone; `stopped`: why the last attempt ended."""
+    status = job.status()
+    done = (
+        f" ({status.chunks_embedded}/{status.chunks_total} chunks embedded)"
+        if status.chunks_total
+        else ""
+    )
+    why = f" The last attempt stopped: {stopped}" if stopped else ""
+    return Notice(
+        "embedding_in_progress",
+        f"{job.package} {job.version} answers by keyword while its vectors are made{done}; "
+        f"the ranking improves as they arrive, in the background.{why}",
+    )
+
+
+def _not_latest_notice(name: str, version: str, resolved: ResolvedVersion) -> Notice:
     return Notice(
         "indexed_version_differs",
-        f"Answering from the indexed {indexed.name} {indexed.version}; hex.pm's latest stable is "
-        f"{resolved.version} and nothing in the project pins {indexed.name}. Pass "
+        f"Answering from the indexed {name} {version}; hex.pm's latest stable is "
+        f"{resolved.version} and nothing in the project pins {name}. Pass "
         f"version='{resolved.version}' (or refresh) to switch.",
     )

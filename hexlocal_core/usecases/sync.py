@@ -114,7 +114,13 @@ class Syncer:
         project-wide search queues what is missing on every call and must not pay it."""
         started = time.perf_counter()
         gathered = await self._gather(fresh=fresh)
-        indexed = {p.name: p.version for p in await in_worker(self._store.packages)}
+        # Only complete packages are done: a 'partial' one (its embedding cut short) is
+        # queued again, and its job embeds only what the cache lacks.
+        indexed = {
+            p.name: p.version
+            for p in await in_worker(self._store.packages)
+            if p.status == "complete"
+        }
         queued: list[str] = []
 
         def decide(current: dict[str, SyncRow]) -> QueueChanges:

@@ -167,6 +167,8 @@ def _state(
         chunks=pkg.chunk_count if pkg else 0,
     )
     if pkg is not None and t.version is not None and pkg.version == t.version:
+        if pkg.status != "complete":
+            return _with(base, SyncState.INDEXED, "keyword search only: embedding incomplete")
         return _with(base, SyncState.INDEXED)
     if t.skip is not None:
         return _with(base, SyncState.SKIPPED, t.skip)

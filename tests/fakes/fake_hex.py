@@ -272,6 +272,10 @@ def settings_for(fake: FakeHex, tmp_path: Path, **overrides: Any) -> Settings:
         "PROJECT_ROOT": str(project),
         "DATABASE_PATH": str(tmp_path / "hexlocal.db"),
         "HEXLOCAL_HTTP_TIMEOUT_S": "5",
+        # Calls wait for the whole ingestion, so what a test asserts after its first search
+        # does not hang on how far the background embedding got; the tests of answering
+        # while embedding pass answer_while_embedding=True.
+        "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
     }
     return Settings.from_env(env, **overrides)
 

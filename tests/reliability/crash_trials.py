@@ -8,9 +8,10 @@ its ingest, sleeps a random delay inside the measured ingest duration (stratifie
 the trials spread over the whole run, the write transaction included), kills it, then:
 
 1. checks the file: `PRAGMA integrity_check`, and no package half-written (see
-   `support.consistency`): the package is wholly OLD or wholly NEW, the bystander intact;
+   `support.consistency`): the package holds OLD's chunks or all of NEW's (NEW 'partial'
+   when the kill came while its vectors were being added), the bystander intact;
 2. starts a service on it (`service.start()` resumes the job row left 'running'), and
-   checks the job completed: NEW indexed whole, no job row left 'running'.
+   checks the job completed: NEW indexed whole and complete, no job row left 'running'.
 """
 
 from __future__ import annotations
@@ -155,10 +156,10 @@ async def run_trial(base: Base, workdir: Path, index: int, delay_s: float) -> Tr
     )
 
 
-# The worker's phases in the order they happen. "downloading" covers download, parse and
-# embedding (progress is polled every 0.2 s); "writing" is announced just before the write
-# transaction and "transaction" from inside it, so either may be printed first.
-PHASES = ("none", "started", "downloading", "embedding", "writing", "transaction", "committed")
+# The worker's phases in the order they happen. "downloading" covers download and parse;
+# "writing" is announced just before the chunks' transaction and "transaction" from inside
+# it, so either may be printed first; "embedding" adds the vectors, slice by slice.
+PHASES = ("none", "started", "downloading", "writing", "transaction", "committed", "embedding")
 
 
 def _furthest(phases: list[str], *, done: bool) -> str:
@@ -186,6 +187,7 @@ def _check(base: Base, db: Path, *, expect: str | None) -> tuple[str, ...]:
                 "SELECT name, version, chunk_count FROM packages"
             )
         }
+        statuses = dict(conn.execute("SELECT name, status FROM packages").fetchall())
         running = conn.execute("SELECT count(*) FROM ingest_jobs WHERE status = 'running'")
         still_running = running.fetchall()[0][0]
     finally:
@@ -195,6 +197,10 @@ def _check(base: Base, db: Path, *, expect: str | None) -> tuple[str, ...]:
         problems.append(f"{PACKAGE}: {version or 'absent'} with {count} chunks")
     if expect is not None and version != expect:
         problems.append(f"{PACKAGE}: {version} after the next run, not {expect}")
+    if expect is not None and statuses.get(PACKAGE) != "complete":
+        problems.append(f"{PACKAGE}: {statuses.get(PACKAGE)} after the next run, not complete")
+    if version == OLD and statuses.get(PACKAGE) != "complete":
+        problems.append(f"{PACKAGE}: the OLD version is no longer complete")
     if found.get(BYSTANDER[0]) != (BYSTANDER[1], base.bystander_chunks):
         problems.append(f"{BYSTANDER[0]} changed: {found.get(BYSTANDER[0])}")
     if expect is not None and still_running:
@@ -208,11 +214,11 @@ async def _next_run(base: Base, db: Path) -> tuple[bool, str]:
     try:
         await service.start()
         (status,) = service.ingestion_status(PACKAGE)
-        resumed = status.state not in ("indexed", "not indexed")  # a job of this process
+        resumed = status.state == "running"  # a job of this process
         if resumed:
             # Joins the resumed job (one job per package) and collects its result.
             await asyncio.wait_for(service.ingest(PACKAGE, status.version), RESUME_TIMEOUT_S)
-        elif _version_of(db) != NEW:
+        elif _version_of(db) != NEW or status.state != "indexed":
             # Killed before the job row was written: nothing to resume, so ingest anew.
             await service.ingest(PACKAGE, NEW)
     finally:

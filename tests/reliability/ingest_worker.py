@@ -44,11 +44,13 @@ async def main(package: str, version: str) -> None:
     last = ""
     write = Store.replace_package
 
-    def replace_package(store: Store, package: PackageWrite) -> None:
-        # Progress says "writing" just before the transaction; its edges are exact here.
+    def replace_package(store: Store, package: PackageWrite) -> list[int]:
+        # Progress says "writing" just before the chunks' transaction; its edges are exact
+        # here. The vectors follow, a transaction per slice ("embedding").
         say(f"phase transaction {time.perf_counter() - STARTED:.3f}")
-        write(store, package)
+        ids = write(store, package)
         say(f"phase committed {time.perf_counter() - STARTED:.3f}")
+        return ids
 
     Store.replace_package = replace_package  # type: ignore[method-assign]
 

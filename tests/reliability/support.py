@@ -65,7 +65,8 @@ def db_digest(path: Path, *, skip: Sequence[str] = ()) -> str:
 
 
 def consistency(path: Path) -> list[str]:
-    """Problems found: SQLite's own check, then no package half-written or orphaned rows."""
+    """Problems found: SQLite's own check, then no package half-written (a complete package
+    without all its vectors, a chunk count that lies) or orphaned rows."""
     conn = connect(path, readonly=True)
     try:
         problems: list[str] = []
@@ -85,10 +86,13 @@ def consistency(path: Path) -> list[str]:
             problems.append(f"{orphans} chunks without a package row")
         has_vecs = scalar(conn, "SELECT 1 FROM sqlite_master WHERE name = 'chunk_vecs'")
         if has_vecs:
+            # A 'partial' package (its embedding cut short) may lack vectors; a complete
+            # one never does.
             counts = conn.execute(
                 "SELECT (SELECT count(*) FROM chunk_vecs),"
                 " (SELECT count(*) FROM chunk_vecs WHERE rowid NOT IN (SELECT id FROM chunks)),"
-                " (SELECT count(*) FROM chunks WHERE id NOT IN (SELECT rowid FROM chunk_vecs))"
+                " (SELECT count(*) FROM chunks WHERE id NOT IN (SELECT rowid FROM chunk_vecs)"
+                "  AND package IN (SELECT name FROM packages WHERE status = 'complete'))"
             ).fetchall()[0]
             if counts[1] or counts[2]:
                 problems.append(f"vectors {counts[0]}: {counts[1]} orphan, {counts[2]} missing")

@@ -29,6 +29,7 @@ from hexlocal_core.adapters.github import GitHubIssues
 from hexlocal_core.adapters.http import RetryPolicy
 from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder
 from hexlocal_core.config import Settings
+from hexlocal_core.index.db import connect
 from hexlocal_core.ports import Embedder
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_mcp.server import create_server
@@ -69,6 +70,15 @@ class Rig:
 
     async def call(self, tool: str, **arguments: Any) -> CallToolResult:
         return await self.client.call_tool(tool, arguments, raise_on_error=False)
+
+
+def partial_packages(path: Path) -> list[str]:
+    conn = connect(path, readonly=True)
+    try:
+        rows = conn.execute("SELECT name FROM packages WHERE status = 'partial'")
+        return [str(r[0]) for r in rows]
+    finally:
+        conn.close()
 
 
 def text_of(result: CallToolResult) -> str:
@@ -124,6 +134,9 @@ async def make_rig(
             "HEXLOCAL_HTTP_TIMEOUT_S": "0.5",
             # Every remembered text with any neighbour goes to the chat model.
             "MEMORY_CREATE_BELOW": "0",
+            # A search waits for its ingestion, so an embeddings fault is the call's error
+            # (answering by keyword meanwhile is tested in test_ingest_service.py).
+            "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
         }
         settings = Settings.from_env(env)
         async with Client(create_server(factory(settings, cloud=cloud))) as client:
@@ -241,7 +254,10 @@ async def test_embeddings_fault(cloud_rig: Rig, fault: str) -> None:
     assert_clear_error(failed, f"{rig.ai_proxy.url}/v1/embeddings")
     assert_attempts(rig.ai_proxy, "ai", fault)
     assert AI_KEY not in text_of(failed)
-    assert rig.digest() == before
+    # The chunks were written before the vectors: they stay, 'partial', and nothing else.
+    assert partial_packages(rig.db) == ["nimble_pool"]
+    assert consistency(rig.db) == []
+    assert rig.digest() != before
     rig.clear()
     indexed = await rig.call("search_docs", **args)
     assert not indexed.is_error and indexed.structured_content is not None, text_of(indexed)

@@ -108,6 +108,8 @@ def settings_for(
             "AI_RERANK_MODEL": "off",
             "HEXLOCAL_HTTP_TIMEOUT_S": "0.5",
             "MEMORY_CREATE_BELOW": "0",
+            # A failing embeddings API must be the call's error here, with its echo scrubbed.
+            "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
         }
     )
 
