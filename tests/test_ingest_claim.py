@@ -13,15 +13,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from hexlocal_core.adapters.hex import HexClient
 from hexlocal_core.index.store import Store
 from hexlocal_core.ingest import ingestor as ingestor_module
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
-from hexlocal_core.model import IngestProgress, ResolvedVersion, VersionSource
+from hexlocal_core.model import IngestProgress, Phase, ResolvedVersion, VersionSource
 from tests.fakes.fake_hex import FakeHex
 from tests.helpers import HashingEmbedder, chunk_of, item, write_package
+from tests.pg.support import package_write
 
 
 class ClaimedElsewhere(Store):
@@ -106,3 +108,46 @@ async def test_a_cancelled_wait_takes_nothing(
         await run
     assert store.released == 0 and store.package("jason") is None
     assert fake_hex.requests_to("*jason*") == []
+
+
+def _partial_jason(store: Store) -> None:
+    """The other server's first step: jason 1.4.4's chunks, no vectors yet."""
+    chunks = [chunk_of(item("Jason.html#decode/2", "Parses JSON.", package="jason"))]
+    write = package_write("jason", "1.4.4", chunks)
+    store.replace_package(attrs.evolve(write, vectors=None))
+
+
+async def test_a_waiting_server_answers_by_keyword_once_the_other_wrote_the_chunks(
+    tmp_path: Path, hex_client: HexClient, fake_hex: FakeHex
+) -> None:
+    store = ClaimedElsewhere(tmp_path / "x.db")
+    heard: list[IngestProgress] = []
+    run = asyncio.create_task(_ingestor(store, hex_client, tmp_path).run(JASON, heard.append))
+    while store.refused < 2:
+        await asyncio.sleep(0.01)
+    assert not [p for p in heard if p.phase == Phase.EMBEDDING]
+    _partial_jason(store)
+    for _ in range(1000):  # searchable: this server's searches answer by keyword
+        if [p for p in heard if p.phase == Phase.EMBEDDING]:
+            break
+        await asyncio.sleep(0.01)
+    assert [p.message for p in heard if p.phase == Phase.EMBEDDING] == [
+        "another hexlocal server sharing this index is embedding it"
+    ]
+    assert store.mark_complete("jason", "1.4.4")  # the other server's last vector...
+    store.free.set()  # ...and its claim released
+    report = await run
+    assert (report.chunks, report.embedded) == (1, 0)
+    assert fake_hex.requests_to("*jason*") == []
+
+
+async def test_a_partial_package_left_by_a_server_that_stopped_is_ingested_again(
+    tmp_path: Path, hex_client: HexClient, fake_hex: FakeHex
+) -> None:
+    store = ClaimedElsewhere(tmp_path / "x.db")
+    _partial_jason(store)  # written, then the other server died: its claim is free
+    store.free.set()
+    report = await _ingestor(store, hex_client, tmp_path).run(JASON, lambda _: None)
+    assert report.chunks > 1 and fake_hex.requests_to("*jason*")
+    pkg = store.package("jason")
+    assert pkg is not None and pkg.status == "complete"

@@ -91,7 +91,7 @@ class Ingestor:
     async def _claim(self, resolved: ResolvedVersion, progress: ProgressFn) -> IngestClaim | None:
         """This process's claim on the version; None if another indexed it while we waited."""
         name, version = resolved.name, resolved.version
-        waited = False
+        waited = searchable = False
         while True:
             claim = await in_worker(lambda: self._store.try_ingest_claim(name, version))
             if claim is not None:
@@ -103,7 +103,17 @@ class Ingestor:
                 message = "another hexlocal server sharing this index is indexing it; waiting"
                 progress(IngestProgress(name, version, Phase.RESOLVING, message=message))
                 waited = True
+            if not searchable and await in_worker(lambda: self._chunks_at(name, version)):
+                # The other server wrote the chunks: this one's searches answer by keyword
+                # (the job is searchable) while it waits for the vectors.
+                message = "another hexlocal server sharing this index is embedding it"
+                progress(IngestProgress(name, version, Phase.EMBEDDING, message=message))
+                searchable = True
             await asyncio.sleep(CLAIM_POLL_S)  # cancellable: a shutdown stops the wait
+
+    def _chunks_at(self, name: str, version: str) -> bool:
+        indexed = self._store.package(name)
+        return indexed is not None and indexed.version == version
 
     def _indexed_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)
