@@ -413,7 +413,9 @@ async def search_docs(
 
     With `package`: that one package (best when you know which library the question is
     about; for a question spanning known packages, make one call per package). The first
-    search of a package downloads and indexes its docs, which can take a while.
+    search of a package downloads and indexes its docs: it answers by keyword within
+    seconds (notice embedding_in_progress) while the rest is built in the background, so
+    repeat an important search a little later for the best ranking.
     Without `package`: every package the project's mix.lock pins, plus Elixir's own apps,
     ranked as one list; use it when you do not know which dependency holds the answer.
     Each hit names its package and version. `packages` narrows that to a few.
