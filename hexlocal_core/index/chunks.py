@@ -13,10 +13,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apsw
+import numpy as np
+import numpy.typing as npt
 from attrs import frozen
 
 from hexlocal_core.index import bm25
-from hexlocal_core.index.vectors import CHUNK_VEC_TABLE, encode_vector
+from hexlocal_core.index.vectors import CHUNK_VEC_TABLE, decode_vector, encode_vector
 from hexlocal_core.model import Chunk, sha256_text
 from hexlocal_core.ports import Vectors
 
@@ -239,6 +241,23 @@ def vector_hits(
     )
     blob = encode_vector(query_vector)
     return [(int(r[0]), float(r[1])) for r in conn.execute(sql, (blob, depth, package))]
+
+
+def stored_vectors(
+    conn: apsw.Connection, package: str, ids: Sequence[int]
+) -> dict[int, npt.NDArray[np.float32]]:
+    """The stored vectors of these chunks of the package (those that have one)."""
+    # One `rowid = ?` lookup each: vec0 answers `rowid IN (...)` by scanning the whole
+    # table (7 ms for 3 rows of a 12k-chunk index, against 0.05 ms).
+    sql = f"SELECT embedding FROM {CHUNK_VEC_TABLE} WHERE rowid = ? AND package = ?"
+    found: dict[int, npt.NDArray[np.float32]] = {}
+    exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+    if not ids or not list(conn.execute(exists, (CHUNK_VEC_TABLE,))):
+        return found  # no vector written yet in this index
+    for chunk_id in dict.fromkeys(ids):
+        for (blob,) in conn.execute(sql, (chunk_id, package)):
+            found[int(chunk_id)] = decode_vector(bytes(blob))
+    return found
 
 
 # -- exact lookup ------------------------------------------------------------------------

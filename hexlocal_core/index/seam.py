@@ -61,6 +61,10 @@ class ChunkReads(Protocol):
         weights: tuple[float, float, float],
         rescore: int = 1,
     ) -> list[tuple[int, float]]: ...
+    def stored_vectors(self, package: str, ids: Sequence[int]) -> dict[int, np.ndarray[Any, Any]]:
+        """The stored vectors of these chunks of the package (those that have one)."""
+        ...
+
     def vector_hits(
         self, query_vector: Vectors, *, package: str, depth: int, examples_only: bool
     ) -> list[tuple[int, float]]: ...

@@ -41,6 +41,7 @@ class SqliteChunkReads:
     keyword_hits = _bind(chunks.keyword_hits)
     package_keyword_hits = _bind(chunks.package_keyword_hits)
     vector_hits = _bind(chunks.vector_hits)
+    stored_vectors = _bind(chunks.stored_vectors)
     exact_ids = _bind(chunks.exact_ids)
     titles_named = _bind(chunks.titles_named)
     titles_in_module = _bind(chunks.titles_in_module)

@@ -201,6 +201,9 @@ async def search_many(
             mode="rrf" if rerank else mode,
             exact=exact,
             query_vector=vector,
+            # The fusion across packages ranks by the query's own distances (one scale for
+            # every package); a per-package feedback query would rank on another.
+            feedback=False,
         )
         per_package.append(outcome.hits)
         pool.extend(outcome.pool)

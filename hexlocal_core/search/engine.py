@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Sequence
 
+import numpy as np
 from attrs import evolve, frozen
 
 from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
@@ -79,6 +80,17 @@ class SearchTuning:
     error_exception_terms: bool = True  # keep the exception module among the FTS terms
     # (fts, vector) weights per query shape; None: fts_weight / vec_weight for every shape.
     shape_weights: tuple[tuple[str, float, float], ...] | None = None
+    # Relevance feedback on the vector arm (Rocchio), prose queries in rrf/rerank: the query
+    # vector moves toward the mean of the first fusion's top `feedback_depth` chunks by
+    # `feedback_weight`, the arm looks again and the arms are fused again. Measured (one
+    # index of 31 packages, rrf MRR@10): dev 0.919 -> 0.919 (recall 0.955 -> 0.977),
+    # examples 0.833 -> 0.846, agent 0.717 -> 0.727 (task 0.513 -> 0.543); every weight
+    # from 0.3 to 1.0 at depth 3 held on all three sets; depth 2 and 5 did not; error pastes
+    # lost recall (0.871 -> 0.839), so prose only. Re-scoring both arms' candidates with
+    # the moved query instead of a second search scored the same. Warm in-process p50
+    # 17.8 -> 19.1-19.7 ms. 0 turns it off.
+    feedback_weight: float = 0.6
+    feedback_depth: int = 3
 
     def arm_weights(self, shape: Shape) -> tuple[float, float]:
         for name, fts, vec in self.shape_weights or ():
@@ -185,9 +197,11 @@ class SearchEngine:
         examples_only: bool = False,
         exact: bool = True,
         query_vector: Vectors | None = None,
+        feedback: bool = True,
     ) -> SearchOutcome:
         """`query_vector`: the query already embedded (a project-wide search embeds it once
-        for all its packages); None embeds it here."""
+        for all its packages); None embeds it here. `feedback`: relevance feedback on the
+        vector arm (see `SearchTuning.feedback_weight`)."""
         if mode not in MODES:
             raise UserInputError(
                 f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
@@ -204,14 +218,14 @@ class SearchEngine:
             clock.lap("fts", start)
             return found
 
-        async def vector() -> tuple[list[int], Notice | None]:
+        async def vector() -> tuple[list[int], Notice | None, Vectors | None]:
             if mode == "fts":
-                return [], None
+                return [], None, None
             return await self._vector(package, plan.vec_text, examples_only, clock, query_vector)
 
         # The keyword arm runs while the query is embedded (measured over stdio, 250 warm
         # calls: in-process p50 17.2 -> 16.0 ms, the same hits in every one).
-        fts_ids, (vec_ids, notice) = await asyncio.gather(keyword(), vector())
+        fts_ids, (vec_ids, notice, vector_used) = await asyncio.gather(keyword(), vector())
         if notice:
             out_notices.append(notice)
         t = time.perf_counter()
@@ -220,6 +234,16 @@ class SearchEngine:
         # event loop serves every other request meanwhile.
         pool = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape)
         t = clock.lap("fuse", t)
+        if feedback and vector_used is not None and self._feeds_back(mode, plan.shape, pool):
+            query_vector_used = vector_used
+
+            def fed_back() -> tuple[list[int], list[int]]:
+                return self._feed_back(
+                    package, fts_ids, vec_ids, pool, query_vector_used, plan.shape, examples_only
+                )
+
+            pool, vec_ids = await asyncio.to_thread(fed_back)
+            t = clock.lap("feedback", t)
 
         ranked = pool
         scores: dict[int, float] = {}
@@ -292,6 +316,47 @@ class SearchEngine:
             fused = one_per_key(fused, {cid: ref for cid, (ref, _) in located.items()})
         return fused[: t.pool]
 
+    def _feeds_back(self, mode: str, shape: Shape, pool: list[int]) -> bool:
+        t = self.tuning
+        return (
+            t.feedback_weight > 0
+            and t.feedback_depth > 0
+            and mode in ("rrf", "rerank")
+            and shape is Shape.PROSE
+            and bool(pool)
+        )
+
+    def _feed_back(
+        self,
+        package: str,
+        fts_ids: list[int],
+        vec_ids: list[int],
+        pool: list[int],
+        vector: Vectors,
+        shape: Shape,
+        examples_only: bool,
+    ) -> tuple[list[int], list[int]]:
+        """The pool and vector ranking again, from the query moved toward the pool's top."""
+        t = self.tuning
+        reads = self.store.session().chunks
+        top = reads.stored_vectors(package, pool[: t.feedback_depth])
+        if not top:
+            return pool, vec_ids
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        moved = query + t.feedback_weight * np.mean(np.stack(list(top.values())), axis=0)
+        norm = float(np.linalg.norm(moved))
+        if not math.isfinite(norm) or norm == 0.0:
+            return pool, vec_ids
+        found = vector_arm(
+            reads,
+            (moved / norm).reshape(1, -1),
+            package=package,
+            depth=t.vec_depth,
+            examples_only=examples_only,
+        )
+        again = [cid for cid, _ in found]
+        return self._fuse(fts_ids, again, shape), again
+
     def _keyword(self, package: str, query: str, examples_only: bool) -> list[int]:
         phrases = to_phrases(query)
         if not phrases:
@@ -316,7 +381,9 @@ class SearchEngine:
         examples_only: bool,
         clock: _Clock,
         given: Vectors | None = None,
-    ) -> tuple[list[int], Notice | None]:
+    ) -> tuple[list[int], Notice | None, Vectors | None]:
+        """The vector arm's ids, why it could not run, and the query vector it used."""
+
         def ready() -> tuple[Notice | None, bool]:
             return self.vector_status(), self.store.vector_tables_exist()
 
@@ -324,15 +391,15 @@ class SearchEngine:
         # mismatched or vector-less index must not load (or download) a model.
         blocked, tables = await asyncio.to_thread(ready)
         if blocked is not None or self.embedder is None:
-            return [], blocked
+            return [], blocked, None
         if not tables:
-            return [], None
+            return [], None, None
         t = time.perf_counter()
         try:
             vector = given if given is not None else await self.embedder.embed_query(query)
         except Exception as exc:  # noqa: BLE001 - an optional arm must not fail the answer
             self._warn_once(f"query embedding failed: {exc}", exc)
-            return [], notices.embed_failed(str(exc) or type(exc).__name__)
+            return [], notices.embed_failed(str(exc) or type(exc).__name__), None
         t = clock.lap("embed", t)
         found = await asyncio.to_thread(
             lambda: vector_arm(
@@ -344,7 +411,7 @@ class SearchEngine:
             )
         )
         clock.lap("vec", t)
-        return [cid for cid, _ in found], None
+        return [cid for cid, _ in found], None, vector
 
     async def _rerank(
         self, query: str, pool: list[int]

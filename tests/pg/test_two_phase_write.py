@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
+import numpy as np
 import pytest
 
 from hexlocal_core.index.pg.store import PgStore
@@ -107,3 +108,17 @@ def test_a_write_with_its_vectors_is_complete_at_once(docs_store: DocsStore) -> 
     pkg = docs_store.package("pool")
     assert pkg is not None and pkg.status == "complete"
     assert sorted(_nearest(docs_store)) == sorted(ids)
+
+
+def test_stored_vectors_are_the_ones_written(docs_store: DocsStore) -> None:
+    # What relevance feedback reads: a chunk's own vector, none for a chunk without one.
+    write, vectors = _write()
+    ids = docs_store.replace_package(write)
+    reads = docs_store.session().chunks
+    assert reads.stored_vectors("pool", ids[:2]) == {}
+    assert docs_store.add_vectors(write, ids, [0, 1], vectors[:2])
+    found = reads.stored_vectors("pool", [ids[1], ids[0], ids[4]])
+    assert sorted(found) == sorted(ids[:2])
+    for i in (0, 1):
+        assert np.allclose(found[ids[i]], vectors[i], atol=1e-6)
+    assert reads.stored_vectors("other", ids[:2]) == {}

@@ -18,7 +18,9 @@ but over every matching row rather than FTS5's best `rescore * depth`: exact, so
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
+import numpy as np
 from attrs import frozen
 
 from hexlocal_core.index.chunks import (
@@ -180,6 +182,11 @@ class PgChunkReads:
         statement = f"SELECT {counts} FROM chunks WHERE tsv @@ %(any)s::tsquery"
         row = self._ex.fetchone(statement, _phrase_params(query) | {"any": query.any_tsquery()})
         return [int(n) for n in row or ()]
+
+    def stored_vectors(self, package: str, ids: Sequence[int]) -> dict[int, np.ndarray[Any, Any]]:
+        """The stored vectors of these chunks of the package (those that have one)."""
+        with self._ex.connection() as conn:
+            return vectors.stored(conn, package, ids)
 
     def vector_hits(
         self, query_vector: Vectors, *, package: str, depth: int, examples_only: bool

@@ -155,6 +155,21 @@ def index(conn: Connection, package: str) -> None:
     )
 
 
+def stored(conn: Connection, package: str, ids: Sequence[int]) -> dict[int, np.ndarray[Any, Any]]:
+    """The stored vectors of these chunks; {} when the package has no vector table yet."""
+    if not ids:
+        return {}
+    statement = sql.SQL("SELECT chunk_id, embedding FROM {} WHERE chunk_id = ANY(%s)").format(
+        sql.Identifier(table_name(package))
+    )
+    try:
+        with conn.transaction():  # a savepoint inside atomic(): a missing table is no abort
+            found = conn.execute(statement, (list(ids),), binary=True).fetchall()
+    except pg_errors.UndefinedTable:
+        return {}
+    return {int(cid): np.asarray(vector, dtype=np.float32) for cid, vector in found}
+
+
 def nearest_statement(package: str, *, examples_only: bool) -> sql.Composed:
     """The KNN statement (params: vector, vector, depth). No tie-break column: a second
     ORDER BY key turns the HNSW index scan into a full scan and a sort."""
