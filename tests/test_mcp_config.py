@@ -14,13 +14,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from hexlocal_cli.mcp_config_cmd import CLIENTS, mcp_config, server_command
+from hexlocal_cli.main import cli
+from hexlocal_cli.mcp_config_cmd import CLIENTS, server_command
 
 CLIENT_NAMES = sorted(CLIENTS)
 
 
 def invoke(*args: str) -> Result:
-    return CliRunner().invoke(mcp_config, list(args))
+    # Through the group, as a user runs it: click caches a command's help option from the
+    # first context it sees, and the bare command's would drop the group's `-h` for every
+    # later test (test_cli's help-text check failed after this module).
+    return CliRunner().invoke(cli, ["mcp-config", *args])
 
 
 def entry_of(result: Result) -> dict[str, Any]:
