@@ -25,7 +25,6 @@ minutes) are ingested in the last round only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -34,17 +33,16 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from attrs import asdict, frozen
-from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks.common import finish  # noqa: E402
 from hexlocal_core.adapters.local_embedder import (  # noqa: E402
     LocalEmbedder,
     build_local_embedder,
@@ -248,17 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     rows = asyncio.run(run(args))
-    if args.json:
-        result: dict[str, Any] = {
-            "load_before": load,
-            "rows": [{**asdict(r), "tokens_per_s": r.tokens_per_s} for r in rows],
-        }
-        print(json.dumps(result, indent=2))
-        return 0
-    console = Console(highlight=False, width=120)
-    console.print(table(rows))
-    console.print(f"load average before {load:.1f}, after {os.getloadavg()[0]:.1f}", style="dim")
-    return 0
+    data = {"rows": [{**asdict(r), "tokens_per_s": r.tokens_per_s} for r in rows]}
+    return finish(data, table(rows), load, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -17,23 +17,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from attrs import asdict, frozen
-from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks.common import finish  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.service import build  # noqa: E402
@@ -134,14 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     specs = [s.strip().partition("@") for s in args.packages.split(",") if s.strip()]
     load = os.getloadavg()[0]
     rows = asyncio.run(run([(name, version) for name, _, version in specs]))
-    if args.json:
-        out: dict[str, Any] = {"load_before": load, "rows": [asdict(r) for r in rows]}
-        print(json.dumps(out, indent=2))
-        return 0
-    console = Console(highlight=False, width=140)
-    console.print(table(rows))
-    console.print(f"load average before {load:.1f}, after {os.getloadavg()[0]:.1f}", style="dim")
-    return 0
+    return finish({"rows": [asdict(r) for r in rows]}, table(rows), load, as_json=args.json)
 
 
 if __name__ == "__main__":
