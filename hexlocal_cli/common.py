@@ -32,13 +32,17 @@ T = TypeVar("T")
 log = logging.getLogger("hexlocal.cli")
 
 # A CLI run has no client to answer early to: when the process exits its ingestion job
-# dies with it, so commands wait for indexing to finish (progress shows on stderr).
+# dies with it, so commands wait for indexing to finish (progress shows on stderr), the
+# vectors included (an answer by keyword would leave the package partial, and the next
+# run would download it again to finish).
 CLI_INGEST_WAIT_MS = 3_600_000
 
 
 def load_settings() -> Settings:
     """Settings from the environment, with the CLI's own ingestion wait."""
-    return attrs.evolve(Settings.from_env(), ingest_timeout_ms=CLI_INGEST_WAIT_MS)
+    return attrs.evolve(
+        Settings.from_env(), ingest_timeout_ms=CLI_INGEST_WAIT_MS, answer_while_embedding=False
+    )
 
 
 def build_service(settings: Settings, *, load_models: bool = True) -> Hexlocal:

@@ -23,6 +23,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from hexlocal_cli import common
 from hexlocal_cli.main import cli
 from hexlocal_core import bounds
 from hexlocal_core.config import Settings
@@ -545,3 +546,13 @@ def test_eval_choices_are_the_cores() -> None:
     assert only.convert("error", None, None) == "error"
     with pytest.raises(click.BadParameter):
         modes.convert("fts,nope", None, None)
+
+
+def test_a_cli_run_waits_for_the_whole_ingestion(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A one-shot command dies with its background job: an answer by keyword would leave
+    # the package partial, and the next run would download it again to finish it.
+    monkeypatch.setenv("HEXLOCAL_ANSWER_WHILE_EMBEDDING", "true")
+    monkeypatch.setenv("INGEST_TIMEOUT_MS", "100")
+    settings = common.load_settings()
+    assert settings.answer_while_embedding is False
+    assert settings.ingest_timeout_ms == common.CLI_INGEST_WAIT_MS
