@@ -29,6 +29,7 @@ from tests.helpers import (
     item,
     write_package,
 )
+from tests.pg.support import package_write
 
 INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
 NOT_INDEXED = {"telemetry": "1.2.1"}
@@ -111,6 +112,34 @@ async def test_unindexed_packages_are_named_once_and_queued(svc: Hexlocal) -> No
     again = await svc.search_project_deps("attach a handler to an event", mode="fts")
     assert not any(n.code == "packages_not_indexed" for n in again.notices)
     assert "telemetry" in {h.package for h in again.hits}
+
+
+async def test_a_package_without_all_its_vectors_answers_by_keyword_and_says_so(
+    svc: Hexlocal, tmp_path: Path
+) -> None:
+    # telemetry's chunks are in, its vectors not (an ingestion cut short): project-wide
+    # search takes it in, rather than calling it missing, and says it ranks by keyword.
+    chunks = [
+        chunk_of(
+            item(
+                "telemetry.html#attach/4",
+                "Attaches the handler to the event.",
+                package="telemetry",
+                version="1.2.1",
+            )
+        )
+    ]
+    store = Store(tmp_path / "hexlocal.db")  # the index the svc fixture opened
+    try:
+        write = attrs.evolve(package_write("telemetry", "1.2.1", chunks), vectors=None)
+        store.replace_package(write)
+    finally:
+        store.close()
+    result = await svc.search_project_deps("attach a handler to an event", mode="fts")
+    assert "telemetry" in {h.package for h in result.hits}
+    assert not any(n.code == "packages_not_indexed" for n in result.notices)
+    (notice,) = [n for n in result.notices if n.code == "embedding_in_progress"]
+    assert notice.message.startswith("telemetry answered by keyword")
 
 
 async def test_packages_restricts_the_scope(svc: Hexlocal) -> None:

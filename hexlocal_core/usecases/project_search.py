@@ -17,10 +17,11 @@ import attrs
 
 from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
+from hexlocal_core.model import Notice, PackageState, Phase, SearchResult, SyncState
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import MODES, SearchEngine
 from hexlocal_core.usecases.sync import Syncer
+from hexlocal_core.usecases.sync_plan import KEYWORD_ONLY
 from hexlocal_core.versions import ELIXIR_APPS, validate_package_name
 
 # SearchResult.package of a project-wide answer; each hit names its own package@version.
@@ -71,6 +72,9 @@ class ProjectSearch:
         if scope.unknown:
             notices.append(_unknown_notice(scope.unknown))
         names = [s.name for s in scope.searchable]
+        embedding = _embedding_notice(scope.searchable)
+        if embedding is not None:
+            notices.append(embedding)
         outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
         hits = outcome.hits
         notices.extend(outcome.notices)
@@ -124,9 +128,36 @@ def _scope(states: Sequence[PackageState], wanted: tuple[str, ...] | None) -> _S
     else:
         chosen = [by_name[n] for n in wanted if n in by_name]
         unknown = tuple(n for n in wanted if n not in by_name)
-    searchable = tuple(s for s in chosen if s.state is SyncState.INDEXED)
-    missing = tuple(s for s in chosen if s.state is not SyncState.INDEXED)
+    searchable = tuple(s for s in chosen if _searchable(s))
+    missing = tuple(s for s in chosen if not _searchable(s))
     return _Scope(searchable, missing, unknown)
+
+
+def _searchable(state: PackageState) -> bool:
+    """Indexed, or being indexed with its chunks already in at the version it runs (the
+    vectors come after the chunks: the keyword arm answers meanwhile)."""
+    if state.state is SyncState.INDEXED:
+        return True
+    return (
+        state.state is SyncState.INDEXING
+        and state.phase is Phase.EMBEDDING
+        and state.chunks > 0
+        and state.indexed_version == state.locked_version
+    )
+
+
+def _embedding_notice(scope: Sequence[PackageState]) -> Notice | None:
+    """Which searched packages answered without all their vectors, or None."""
+    partial = [s.name for s in scope if s.state is SyncState.INDEXING or s.reason == KEYWORD_ONLY]
+    if not partial:
+        return None
+    shown = ", ".join(partial[:NOTICE_NAMES])
+    more = f" and {len(partial) - NOTICE_NAMES} more" if len(partial) > NOTICE_NAMES else ""
+    return Notice(
+        "embedding_in_progress",
+        f"{shown}{more} answered by keyword while their vectors are made; the ranking "
+        "improves as they arrive, in the background.",
+    )
 
 
 def _missing_notice(missing: Sequence[PackageState], total: int) -> Notice:

@@ -20,6 +20,10 @@ from hexlocal_core.versions import ELIXIR_APPS, LockEntry, try_parse_version, va
 ELIXIR_ORDER = ("eex", "ex_unit", "iex", "logger", "mix", "elixir")
 assert set(ELIXIR_ORDER) == ELIXIR_APPS
 
+# A package indexed at its version whose vectors are not all there (its embedding was cut
+# short): keyword search and exact lookups answer, the next job adds the rest.
+KEYWORD_ONLY = "keyword search only: embedding incomplete"
+
 
 @frozen
 class SyncTarget:
@@ -168,7 +172,7 @@ def _state(
     )
     if pkg is not None and t.version is not None and pkg.version == t.version:
         if pkg.status != "complete":
-            return _with(base, SyncState.INDEXED, "keyword search only: embedding incomplete")
+            return _with(base, SyncState.INDEXED, KEYWORD_ONLY)
         return _with(base, SyncState.INDEXED)
     if t.skip is not None:
         return _with(base, SyncState.SKIPPED, t.skip)
