@@ -263,6 +263,47 @@ async def test_a_failing_embedder_still_answers_by_keyword_and_says_why(
         assert again.hits
         (notice,) = [n for n in again.notices if n.code == "embedding_in_progress"]
         assert "The last attempt stopped: injected embedding failure" in notice.message
+        # A failure moments ago is not retried on every call: no second download.
+        assert len(fake_hex.requests_to("/repo/docs/jason-1.4.4.tar.gz")) == 1
+        (status,) = service.ingestion_status("jason")
+        assert status.state == "failed"
+    finally:
+        await service.aclose()
+
+
+async def test_a_failed_partial_ingestion_is_retried_once_its_pause_is_over(
+    fake_hex: FakeHex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hexlocal_core.usecases import ingest as ingest_module
+
+    monkeypatch.setattr(ingest_module, "RETRY_FAILED_AFTER_S", 0.0)
+    embedder = HashingEmbedder()
+    original = embedder.embed
+    failures = [RemoteError("injected embedding failure")]
+
+    async def fails_once(texts: Sequence[str]) -> Vectors:
+        if failures:
+            raise failures.pop()
+        return await original(texts)
+
+    embedder.embed = fails_once  # type: ignore[method-assign]
+    settings = settings_for(fake_hex, tmp_path, answer_while_embedding=True)
+    service = await make_service(settings, embedder)
+    try:
+        await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        for _ in range(200):
+            (status,) = service.ingestion_status("jason")
+            if status.state != "running":
+                break
+            await asyncio.sleep(0.05)
+        assert status.state == "failed"
+        await service.search_docs("jason", "decode keys as atoms", version="1.4.4")  # retries
+        for _ in range(200):
+            if [p.status for p in service.list_packages()] == ["complete"]:
+                break
+            await asyncio.sleep(0.05)
+        assert [p.status for p in service.list_packages()] == ["complete"]
+        assert len(fake_hex.requests_to("/repo/docs/jason-1.4.4.tar.gz")) == 2
     finally:
         await service.aclose()
 

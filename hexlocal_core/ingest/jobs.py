@@ -41,6 +41,7 @@ class Job:
         self.row_id = row_id
         self.token = CancelToken()
         self.started = time.perf_counter()
+        self.ended: float | None = None  # perf_counter when the task ended
         self.progress: IngestProgress | None = None
         self.task: asyncio.Task[IngestReport] | None = None
         self._listeners: list[ProgressFn] = []
@@ -216,6 +217,7 @@ class JobRegistry:
             log.warning("%s did not stop within %.1f s of being cancelled", task.get_name(), wait_s)
 
     def _close_row(self, job: Job) -> None:
+        job.ended = time.perf_counter()
         status = job.status()
         progress = status.progress.to_dict() if status.progress else {}
         try:

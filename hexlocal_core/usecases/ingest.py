@@ -8,6 +8,7 @@ guard runs once per call that may download, before the first request of a new pa
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from attrs import evolve, frozen
@@ -34,6 +35,8 @@ log = logging.getLogger("hexlocal.ingest")
 
 WAIT_DEFAULT = -1.0  # `prepare(wait_s=...)`: wait INGEST_TIMEOUT_MS
 COMPLETE = "complete"  # a package with all its vectors; 'partial' has its chunks only
+# A failed ingestion of a partial package is retried by the first call after this long.
+RETRY_FAILED_AFTER_S = 30.0
 
 
 @frozen
@@ -185,6 +188,22 @@ class Indexing:
             self.guard()
         before = self._jobs.get(resolved.name)  # a finished job not collected: why it ended
         stopped = before.status().error if before is not None and before.done else None
+        if (
+            searchable
+            and not refresh
+            and running is None
+            and before is not None
+            and stopped is not None
+            and before.version == resolved.version
+            and indexed is not None
+            and indexed.version == resolved.version
+            and _recent(before)
+        ):
+            # Its chunks answer; a job that failed moments ago (an embeddings API down, say)
+            # is not started again on every call, each one a download of the docs.
+            return Prepared(
+                resolved, indexed.version, (*notices, _embedding_notice(before, stopped))
+            )
         job = running or self._start_job(resolved.name, resolved.version, resolved)
         if searchable and indexed is not None and indexed.version == job.version and not refresh:
             # Its chunks are there (a refresh of a complete package, or one being embedded):
@@ -241,6 +260,11 @@ class Indexing:
             f"{self._database_path}; another project on v{old.version} should use its own "
             "DATABASE_PATH.",
         )
+
+
+def _recent(job: Job) -> bool:
+    """Whether the job ended less than RETRY_FAILED_AFTER_S ago."""
+    return job.ended is not None and time.perf_counter() - job.ended < RETRY_FAILED_AFTER_S
 
 
 def _pinned(version: str | None, resolved: ResolvedVersion) -> bool:
