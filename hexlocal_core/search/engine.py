@@ -20,7 +20,6 @@ import math
 import time
 from collections.abc import Sequence
 
-import numpy as np
 from attrs import evolve, frozen
 
 from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
@@ -31,6 +30,7 @@ from hexlocal_core.ports import Embedder, Reranker, Vectors
 from hexlocal_core.search import notices
 from hexlocal_core.search.arms import BM25_WEIGHTS, DEPTH, keyword_arm, vector_arm
 from hexlocal_core.search.exact import Identifier, exact_chunk_ids, parse_identifier
+from hexlocal_core.search.feedback import moved_query
 from hexlocal_core.search.fusion import (
     BOILERPLATE_WEIGHT,
     RRF_K,
@@ -80,15 +80,8 @@ class SearchTuning:
     error_exception_terms: bool = True  # keep the exception module among the FTS terms
     # (fts, vector) weights per query shape; None: fts_weight / vec_weight for every shape.
     shape_weights: tuple[tuple[str, float, float], ...] | None = None
-    # Relevance feedback on the vector arm (Rocchio), prose queries in rrf/rerank: the query
-    # vector moves toward the mean of the first fusion's top `feedback_depth` chunks by
-    # `feedback_weight`, the arm looks again and the arms are fused again. Measured (one
-    # index of 31 packages, rrf MRR@10): dev 0.919 -> 0.919 (recall 0.955 -> 0.977),
-    # examples 0.833 -> 0.846, agent 0.717 -> 0.727 (task 0.513 -> 0.543); every weight
-    # from 0.3 to 1.0 at depth 3 held on all three sets; depth 2 and 5 did not; error pastes
-    # lost recall (0.871 -> 0.839), so prose only. Re-scoring both arms' candidates with
-    # the moved query instead of a second search scored the same. Warm in-process p50
-    # 17.8 -> 19.1-19.7 ms. 0 turns it off.
+    # Relevance feedback on the vector arm, prose queries in rrf/rerank (search/feedback.py,
+    # where the measurements are); 0 turns it off.
     feedback_weight: float = 0.6
     feedback_depth: int = 3
 
@@ -340,16 +333,12 @@ class SearchEngine:
         t = self.tuning
         reads = self.store.session().chunks
         top = reads.stored_vectors(package, pool[: t.feedback_depth])
-        if not top:
-            return pool, vec_ids
-        query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        moved = query + t.feedback_weight * np.mean(np.stack(list(top.values())), axis=0)
-        norm = float(np.linalg.norm(moved))
-        if not math.isfinite(norm) or norm == 0.0:
+        moved = moved_query(vector, list(top.values()), t.feedback_weight)
+        if moved is None:
             return pool, vec_ids
         found = vector_arm(
             reads,
-            (moved / norm).reshape(1, -1),
+            moved,
             package=package,
             depth=t.vec_depth,
             examples_only=examples_only,
