@@ -236,6 +236,12 @@ class IndexedPackage:
     ingested_at: str
     embed_model: str | None = None
 
+    @property
+    def complete(self) -> bool:
+        """Every chunk has its vector; 'partial' has its chunks only (embedding under way,
+        or cut short), and answers by keyword."""
+        return self.status == "complete"
+
 
 class Phase(StrEnum):
     """Where an ingestion job is, in order; the last three are final."""

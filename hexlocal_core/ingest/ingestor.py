@@ -118,7 +118,7 @@ class Ingestor:
     def _indexed_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)
         # 'partial' at that version: the other server stopped before its last vector.
-        return indexed is not None and indexed.version == version and indexed.status == "complete"
+        return indexed is not None and indexed.version == version and indexed.complete
 
     async def _indexed_elsewhere(self, resolved: ResolvedVersion, started: float) -> IngestReport:
         indexed = await in_worker(lambda: self._store.package(resolved.name))

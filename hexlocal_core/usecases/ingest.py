@@ -34,7 +34,6 @@ from hexlocal_core.versions import resolve_version, validate_package_name
 log = logging.getLogger("hexlocal.ingest")
 
 WAIT_DEFAULT = -1.0  # `prepare(wait_s=...)`: wait INGEST_TIMEOUT_MS
-COMPLETE = "complete"  # a package with all its vectors; 'partial' has its chunks only
 # A failed ingestion of a partial package is retried by the first call after this long.
 RETRY_FAILED_AFTER_S = 30.0
 
@@ -111,7 +110,7 @@ class Indexing:
         indexed = self._store.package(package)
         if indexed is None:
             return [JobStatus(package, "not indexed")]
-        state = "indexed" if indexed.status == COMPLETE else "indexed (keyword only)"
+        state = "indexed" if indexed.complete else "indexed (keyword only)"
         return [JobStatus(package, state, version=indexed.version)]
 
     async def resolve(self, package: str, version: str | None) -> ResolvedVersion:
@@ -171,7 +170,7 @@ class Indexing:
             notices.append(_not_latest_notice(resolved.name, str(current), resolved))
             resolved = evolve(resolved, version=str(current), source=VersionSource.INDEXED)
         if running is None and indexed is not None and not refresh:
-            if indexed.version == resolved.version and indexed.status == COMPLETE:
+            if indexed.version == resolved.version and indexed.complete:
                 self._jobs.collect(resolved.name)
                 return Prepared(resolved, indexed.version, tuple(notices))
             # Not complete: its embedding was cut short (cancelled, failed, killed) or runs in
@@ -208,7 +207,7 @@ class Indexing:
         if searchable and indexed is not None and indexed.version == job.version and not refresh:
             # Its chunks are there (a refresh of a complete package, or one being embedded):
             # answer now; only a partial one owes the notice.
-            if indexed.status != COMPLETE:
+            if not indexed.complete:
                 notices.append(_embedding_notice(job, stopped))
             return Prepared(resolved, job.version, tuple(notices))
         timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
@@ -228,7 +227,7 @@ class Indexing:
 
     def _indexed_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)
-        return indexed is not None and indexed.version == version and indexed.status == COMPLETE
+        return indexed is not None and indexed.version == version and indexed.complete
 
     def guard(self) -> None:
         """Raises ModelError unless new docs can be indexed (an embedder of the index's model)."""

@@ -116,11 +116,7 @@ class Syncer:
         gathered = await self._gather(fresh=fresh)
         # Only complete packages are done: a 'partial' one (its embedding cut short) is
         # queued again, and its job embeds only what the cache lacks.
-        indexed = {
-            p.name: p.version
-            for p in await in_worker(self._store.packages)
-            if p.status == "complete"
-        }
+        indexed = {p.name: p.version for p in await in_worker(self._store.packages) if p.complete}
         queued: list[str] = []
 
         def decide(current: dict[str, SyncRow]) -> QueueChanges:

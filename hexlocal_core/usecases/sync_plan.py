@@ -171,7 +171,7 @@ def _state(
         chunks=pkg.chunk_count if pkg else 0,
     )
     if pkg is not None and t.version is not None and pkg.version == t.version:
-        if pkg.status != "complete":
+        if not pkg.complete:
             return _with(base, SyncState.INDEXED, KEYWORD_ONLY)
         return _with(base, SyncState.INDEXED)
     if t.skip is not None:
