@@ -96,12 +96,14 @@ class EmbeddingPlan:
     todo: list[tuple[str, str]]
 
     @classmethod
-    def of(cls, chunks: Sequence[Chunk], cached: dict[str, np.ndarray]) -> EmbeddingPlan:
+    async def of(cls, store: DocsStore, model: str, chunks: Sequence[Chunk]) -> EmbeddingPlan:
+        """Each text hashed once; the cache asked once, in a worker thread."""
         texts = [c.embedding_text() for c in chunks]
         hashes = tuple(sha256_text(t) for t in texts)
         positions: dict[str, list[int]] = {}
         for i, h in enumerate(hashes):
             positions.setdefault(h, []).append(i)  # one embedded text may serve several chunks
+        cached = await in_worker(lambda: store.cached_vectors(model, list(positions)))
         missing = {h: t for t, h in zip(texts, hashes, strict=True) if h not in cached}
         # Longest first, so each slice holds texts of like length: the embedder pads a batch
         # to its longest text (plug: +10.8% padding -> +7.1%; elixir +9.1% -> +5.6%).
@@ -130,9 +132,7 @@ async def embed_with_cache(
     slice_size: int,
 ) -> tuple[Vectors, int]:
     """Vectors for the chunks (row i for chunk i), and how many texts were embedded now."""
-    model = embedder.model_id
-    hashes = [sha256_text(c.embedding_text()) for c in chunks]
-    plan = EmbeddingPlan.of(chunks, await in_worker(lambda: store.cached_vectors(model, hashes)))
+    plan = await EmbeddingPlan.of(store, embedder.model_id, chunks)
     table = dict(plan.cached)
     async for fresh in embed_slices(embedder, plan.todo, slice_size):
         table.update(fresh)
@@ -167,8 +167,7 @@ async def index_items(
     chunks = chunked.chunks
     total = len(chunks)
     model = embedder.model_id
-    hashes = [sha256_text(c.embedding_text()) for c in chunks]
-    plan = EmbeddingPlan.of(chunks, await in_worker(lambda: store.cached_vectors(model, hashes)))
+    plan = await EmbeddingPlan.of(store, model, chunks)
     checkpoint()  # the last one before the chunks are written
     report(Phase.WRITING, 0, total)
     write = PackageWrite(
