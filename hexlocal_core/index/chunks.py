@@ -18,7 +18,12 @@ import numpy.typing as npt
 from attrs import frozen
 
 from hexlocal_core.index import bm25
-from hexlocal_core.index.vectors import CHUNK_VEC_TABLE, decode_vector, encode_vector
+from hexlocal_core.index.vectors import (
+    CHUNK_VEC_TABLE,
+    decode_vector,
+    encode_vector,
+    vector_tables_exist,
+)
 from hexlocal_core.model import Chunk, sha256_text
 from hexlocal_core.ports import Vectors
 
@@ -251,8 +256,7 @@ def stored_vectors(
     # table (7 ms for 3 rows of a 12k-chunk index, against 0.05 ms).
     sql = f"SELECT embedding FROM {CHUNK_VEC_TABLE} WHERE rowid = ? AND package = ?"
     found: dict[int, npt.NDArray[np.float32]] = {}
-    exists = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
-    if not ids or not list(conn.execute(exists, (CHUNK_VEC_TABLE,))):
+    if not ids or not vector_tables_exist(conn):
         return found  # no vector written yet in this index
     for chunk_id in dict.fromkeys(ids):
         for (blob,) in conn.execute(sql, (chunk_id, package)):

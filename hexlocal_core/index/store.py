@@ -38,6 +38,7 @@ from hexlocal_core.index.vectors import (
     decode_vector,
     drop_vector_tables,
     encode_vector,
+    vector_tables_exist,
 )
 from hexlocal_core.model import Chunk, IndexedPackage, sha256_text
 from hexlocal_core.ports import Vectors
@@ -179,13 +180,7 @@ class Store:
         return None
 
     def vector_tables_exist(self) -> bool:
-        return bool(
-            scalar(
-                self.conn,
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                (CHUNK_VEC_TABLE,),
-            )
-        )
+        return vector_tables_exist(self.conn)
 
     def claim_embedding(self, conn: apsw.Connection, model: str, dims: int, provider: str) -> None:
         """Inside a write transaction: make sure vectors of `model` may be written.

@@ -24,6 +24,14 @@ def decode_vector(blob: bytes) -> npt.NDArray[np.float32]:
     return np.frombuffer(blob, dtype=np.float32)
 
 
+def vector_tables_exist(conn: apsw.Connection) -> bool:
+    """Whether the chunk vec0 table exists (created by the first vector written)."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (CHUNK_VEC_TABLE,)
+    )
+    return any(True for _ in found)
+
+
 def create_vector_tables(conn: apsw.Connection, dims: int) -> None:
     """Chunk vectors partitioned by package (only partition keys cut the KNN scan)."""
     conn.execute(
