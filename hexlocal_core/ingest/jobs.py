@@ -45,7 +45,8 @@ class Job:
         self.progress: IngestProgress | None = None
         self.task: asyncio.Task[IngestReport] | None = None
         self._listeners: list[ProgressFn] = []
-        # Set once the chunks are written (keyword search answers) or the job has ended.
+        # Set once the chunks are written (keyword search answers): phase EMBEDDING or DONE.
+        # A job that fails before that never sets it; its waiters get its result instead.
         self.searchable = asyncio.Event()
         self._loop = asyncio.get_running_loop()
 
