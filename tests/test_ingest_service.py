@@ -183,7 +183,8 @@ async def test_an_embedding_cut_short_keeps_the_chunks_and_the_next_job_embeds_t
 ) -> None:
     # The chunks are written first (keyword search answers), then the vectors slice by
     # slice: a failure in the second slice keeps the chunks and the first slice's vectors,
-    # and the job the next call starts embeds only what is missing.
+    # and the job the next call starts embeds only what is missing, from the stored chunks
+    # (the docs are not downloaded again).
     embedder = HashingEmbedder()
     service = await make_service(settings_for(fake_hex, tmp_path, embed_batch_size=20), embedder)
     original = embedder.embed
@@ -204,11 +205,73 @@ async def test_an_embedding_cut_short_keeps_the_chunks_and_the_next_job_embeds_t
         total = pkg.chunk_count
         assert scalar(db(service), "SELECT count(*) FROM embed_cache") == 20
         embedder.embed = original  # type: ignore[method-assign]
+        fake_hex.reset()
         report, _ = await service.ingest("jason", "1.4.4")
         assert report is not None and (report.embedded, report.reused) == (total - 20, 20)
+        assert report.chunks == total and report.source == pkg.source
+        assert fake_hex.requests_to("/repo/docs/*") == []
         (pkg,) = service.list_packages()
         assert pkg.status == "complete"
         assert scalar(db(service), "PRAGMA integrity_check") == "ok"
+        again = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        assert any(h.vec_rank is not None for h in again.hits)
+    finally:
+        await service.aclose()
+
+
+async def _cut_short(fake_hex: FakeHex, tmp_path: Path) -> tuple[Settings, int]:
+    """jason 1.4.4 indexed up to its first slice of 20 vectors; its settings, chunk count."""
+    embedder = HashingEmbedder()
+    settings = settings_for(fake_hex, tmp_path, embed_batch_size=20)
+    service = await make_service(settings, embedder)
+    original = embedder.embed
+    calls: list[int] = []
+
+    async def fails_second_slice(texts: Sequence[str]) -> Vectors:
+        calls.append(len(texts))
+        if len(calls) == 2:
+            raise RemoteError("injected embedding failure")
+        return await original(texts)
+
+    embedder.embed = fails_second_slice  # type: ignore[method-assign]
+    try:
+        with pytest.raises(RemoteError, match="injected"):
+            await service.ingest("jason", "1.4.4")
+        (pkg,) = service.list_packages()
+        return settings, pkg.chunk_count
+    finally:
+        await service.aclose()
+
+
+async def test_a_package_cut_short_is_finished_offline_from_its_stored_chunks(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # The network went away after the chunks were written: the vectors need no download.
+    settings, total = await _cut_short(fake_hex, tmp_path)
+    await fake_hex.stop()
+    service = await make_service(settings)
+    try:
+        report, _ = await service.ingest("jason", "1.4.4")
+        assert report is not None and (report.embedded, report.reused) == (total - 20, 20)
+        (pkg,) = service.list_packages()
+        assert (pkg.version, pkg.status) == ("1.4.4", "complete")
+        result = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
+        assert result.hits and any(h.vec_rank is not None for h in result.hits)
+    finally:
+        await service.aclose()
+
+
+async def test_a_refresh_of_a_package_cut_short_reads_its_docs_again(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings, total = await _cut_short(fake_hex, tmp_path)
+    fake_hex.reset()
+    service = await make_service(settings)
+    try:
+        report, _ = await service.ingest("jason", "1.4.4", refresh=True)
+        assert report is not None and report.chunks == total
+        assert len(fake_hex.requests_to("/repo/docs/jason-1.4.4.tar.gz")) == 1
+        assert [p.status for p in service.list_packages()] == ["complete"]
     finally:
         await service.aclose()
 
@@ -303,7 +366,8 @@ async def test_a_failed_partial_ingestion_is_retried_once_its_pause_is_over(
                 break
             await asyncio.sleep(0.05)
         assert [p.status for p in service.list_packages()] == ["complete"]
-        assert len(fake_hex.requests_to("/repo/docs/jason-1.4.4.tar.gz")) == 2
+        # The retry embeds the stored chunks: the docs were downloaded once.
+        assert len(fake_hex.requests_to("/repo/docs/jason-1.4.4.tar.gz")) == 1
     finally:
         await service.aclose()
 

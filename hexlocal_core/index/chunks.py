@@ -24,7 +24,7 @@ from hexlocal_core.index.vectors import (
     encode_vector,
     vector_tables_exist,
 )
-from hexlocal_core.model import Chunk, sha256_text
+from hexlocal_core.model import Chunk, embedding_text, sha256_text
 from hexlocal_core.ports import Vectors
 
 
@@ -357,6 +357,19 @@ def package_stats(conn: apsw.Connection) -> list[PackageStats]:
     return [
         PackageStats(str(r[0]), str(r[1]), int(r[2]), r[3], int(r[4]), int(r[5]))
         for r in conn.execute(sql)
+    ]
+
+
+def embedding_rows(conn: apsw.Connection, package: str) -> list[tuple[int, str, str, bool]]:
+    """(id, embed_hash, the text embedded, has_example) of a package's chunks, in id order:
+    the text rebuilt from the stored title, signature and content, as ingestion made it."""
+    sql = (
+        "SELECT id, embed_hash, title, signature, content, has_example FROM chunks"
+        " WHERE package = ? ORDER BY id"
+    )
+    return [
+        (int(r[0]), str(r[1]), embedding_text(r[2], r[3], r[4]), bool(r[5]))
+        for r in conn.execute(sql, (package,))
     ]
 
 

@@ -10,25 +10,21 @@ import apsw
 import numpy.typing as npt
 
 from hexlocal_core.errors import ModelError
-from hexlocal_core.index.db import EmbeddingOwner, atomic, rows, scalar, utcnow
+from hexlocal_core.index import chunks
+from hexlocal_core.index.db import EmbeddingOwner, atomic, scalar, utcnow
 from hexlocal_core.index.vectors import (
     CHUNK_VEC_TABLE,
     MEMORY_VEC_TABLE,
     drop_vector_tables,
     encode_vector,
 )
-from hexlocal_core.model import embedding_text
 
 log = logging.getLogger("hexlocal.reindex")
 
 
 def embedded_texts(store: EmbeddingOwner, package: str) -> list[tuple[str, str]]:
     """(embed_hash, text embedded) for a package's chunks, rebuilt from the stored rows."""
-    sql = "SELECT title, signature, content, embed_hash FROM chunks WHERE package = ? ORDER BY id"
-    return [
-        (r["embed_hash"], embedding_text(r["title"], r["signature"], r["content"]))
-        for r in rows(store.conn, sql, (package,))
-    ]
+    return [(h, text) for _, h, text, _ in chunks.embedding_rows(store.conn, package)]
 
 
 def memory_texts(store: EmbeddingOwner) -> list[tuple[int, str]]:

@@ -31,7 +31,13 @@ from hexlocal_core.index.memory_store import (
     QueuedRow,
     RequestRow,
 )
-from hexlocal_core.index.store import EmbeddingConfig, PackageMeta, PackageWrite
+from hexlocal_core.index.store import (
+    EmbeddingConfig,
+    PackageMeta,
+    PackageWrite,
+    Unembedded,
+    VectorRows,
+)
 from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.model import IndexedPackage, UsageEvent
 from hexlocal_core.ports import Vectors
@@ -256,11 +262,14 @@ class DocsStore(Protocol):
         is 'partial': keyword search works, `add_vectors` fills in the rest."""
         ...
 
-    def add_vectors(
-        self, write: PackageWrite, ids: Sequence[int], positions: Sequence[int], vecs: Vectors
-    ) -> bool:
-        """Vectors for the chunks at `positions` of a partial write, in one transaction;
-        False (nothing written) if the package no longer holds that partial version."""
+    def add_vectors(self, rows: VectorRows, vecs: Vectors) -> bool:
+        """Vectors for these stored chunks of a partial package version, in one
+        transaction; False (nothing written) if the package no longer holds that version."""
+        ...
+
+    def unembedded(self, name: str, version: str) -> Unembedded | None:
+        """The chunks of partial `name` `version` still without a vector (and the text each
+        embeds); None unless the index holds that version, partial."""
         ...
 
     def mark_complete(self, name: str, version: str) -> bool: ...

@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 import numpy as np
-from attrs import frozen
+from attrs import evolve, frozen
 
 from hexlocal_core.errors import StoreError
 from hexlocal_core.index import chunks
@@ -53,6 +53,8 @@ __all__ = [
     "PackageMeta",
     "PackageWrite",
     "Store",
+    "Unembedded",
+    "VectorRows",
     "utcnow",
 ]
 
@@ -84,6 +86,73 @@ class PackageWrite:
     embed_provider: str
     docs_html_url: str | None = None
     meta: dict[str, Any] | None = None
+
+
+@frozen
+class VectorRows:
+    """Where `add_vectors` puts vectors: row i is stored chunk `ids[i]` of a 'partial'
+    package version, whose embedded text hashes to `text_hashes[i]` (its cache key)."""
+
+    name: str
+    version: str
+    embed_model: str
+    embed_provider: str
+    ids: tuple[int, ...]
+    text_hashes: tuple[str, ...]
+    has_example: tuple[bool, ...]
+
+    @classmethod
+    def of_write(
+        cls, write: PackageWrite, ids: Sequence[int], hashes: Sequence[str] | None = None
+    ) -> VectorRows:
+        """Every chunk of the write (ids from `replace_package`); `hashes`: the embedded
+        texts' hashes when the caller has them, else computed here."""
+        if hashes is None:
+            hashes = [sha256_text(c.embedding_text()) for c in write.chunks]
+        return cls(
+            write.name,
+            write.version,
+            write.embed_model,
+            write.embed_provider,
+            tuple(ids),
+            tuple(hashes),
+            tuple(bool(c.has_example) for c in write.chunks),
+        )
+
+    def take(self, positions: Sequence[int]) -> VectorRows:
+        return evolve(
+            self,
+            ids=tuple(self.ids[i] for i in positions),
+            text_hashes=tuple(self.text_hashes[i] for i in positions),
+            has_example=tuple(self.has_example[i] for i in positions),
+        )
+
+
+@frozen
+class Unembedded:
+    """A 'partial' package version's stored chunks that have no vector yet, with the text
+    each one embeds: what finishing it needs without reading its docs again."""
+
+    package: IndexedPackage
+    rows: VectorRows
+    texts: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls, package: IndexedPackage, missing: Sequence[tuple[int, str, str, bool]]
+    ) -> Unembedded:
+        """`missing`: (chunk id, embed_hash, embedded text, has_example) rows. The model is
+        the package's; the provider is the embedder's to fill in (see `finish_stored`)."""
+        rows = VectorRows(
+            package.name,
+            package.version,
+            package.embed_model or "",
+            "",
+            tuple(r[0] for r in missing),
+            tuple(r[1] for r in missing),
+            tuple(r[3] for r in missing),
+        )
+        return cls(package, rows, tuple(r[2] for r in missing))
 
 
 @frozen
@@ -253,27 +322,33 @@ class Store:
             )
             ids = [self._insert_chunk(conn, write.name, chunk) for chunk in write.chunks]
             if write.vectors is not None:
-                self._insert_vectors(conn, write, ids, write.vectors)
+                self._insert_vectors(conn, VectorRows.of_write(write, ids), write.vectors)
         return ids
 
-    def add_vectors(
-        self, write: PackageWrite, ids: Sequence[int], positions: Sequence[int], vectors: Vectors
-    ) -> bool:
-        """Vectors for the chunks at `positions` of a 'partial' write (ids from
-        `replace_package`), in one transaction; False, writing nothing, when the package no
-        longer holds that version (another writer replaced it meanwhile)."""
+    def add_vectors(self, rows: VectorRows, vectors: Vectors) -> bool:
+        """The vectors of these stored chunks of a 'partial' package version, in one
+        transaction; False, writing nothing, when the package no longer holds that version
+        (another writer replaced it meanwhile)."""
         conn = self.conn
         with atomic(conn):
-            if not self._holds(conn, write.name, write.version, "partial"):
+            if not self._holds(conn, rows.name, rows.version, "partial"):
                 return False
-            self._insert_vectors(
-                conn,
-                write,
-                [ids[i] for i in positions],
-                vectors,
-                [write.chunks[i] for i in positions],
-            )
+            self._insert_vectors(conn, rows, vectors)
         return True
+
+    def unembedded(self, name: str, version: str) -> Unembedded | None:
+        """The chunks of 'partial' `name` `version` that have no vector yet; None unless the
+        index holds that version, partial."""
+        package = self.package(name)
+        if package is None or package.version != version or package.complete:
+            return None
+        conn = self.conn
+        have: set[int] = set()
+        if vector_tables_exist(conn):  # partition-key equality: one package's rows only
+            found = conn.execute(f"SELECT rowid FROM {CHUNK_VEC_TABLE} WHERE package = ?", (name,))
+            have = {int(r[0]) for r in found}
+        missing = [r for r in chunks.embedding_rows(conn, name) if r[0] not in have]
+        return Unembedded.of(package, missing)
 
     def mark_complete(self, name: str, version: str) -> bool:
         """The 'partial' package version has all its vectors; False if it is gone."""
@@ -302,30 +377,24 @@ class Store:
         )
         return int(conn.last_insert_rowid())
 
-    def _insert_vectors(
-        self,
-        conn: apsw.Connection,
-        write: PackageWrite,
-        ids: Sequence[int],
-        vectors: Vectors,
-        of: Sequence[Chunk] | None = None,
-    ) -> None:
-        """The vec0 rows and embedding-cache rows of these chunks (`of`: all of the write's)."""
-        written = write.chunks if of is None else of
-        if not len(written):
+    def _insert_vectors(self, conn: apsw.Connection, rows: VectorRows, vectors: Vectors) -> None:
+        """The vec0 rows and embedding-cache rows of these chunks."""
+        if not rows.ids:
             return
-        self.claim_embedding(conn, write.embed_model, int(vectors.shape[1]), write.embed_provider)
-        for chunk_id, chunk, vector in zip(ids, written, vectors, strict=True):
+        self.claim_embedding(conn, rows.embed_model, int(vectors.shape[1]), rows.embed_provider)
+        for chunk_id, text_hash, has_example, vector in zip(
+            rows.ids, rows.text_hashes, rows.has_example, vectors, strict=True
+        ):
             blob = encode_vector(vector)
             conn.execute(
                 f"INSERT INTO {CHUNK_VEC_TABLE}(rowid, embedding, package, has_example)"
                 " VALUES (?,?,?,?)",
-                (chunk_id, blob, write.name, int(chunk.has_example)),
+                (chunk_id, blob, rows.name, int(has_example)),
             )
             conn.execute(
                 "INSERT OR IGNORE INTO embed_cache(model, text_hash, dims, vector)"
                 " VALUES (?,?,?,?)",
-                (write.embed_model, sha256_text(chunk.embedding_text()), len(blob) // 4, blob),
+                (rows.embed_model, text_hash, len(blob) // 4, blob),
             )
 
     def _delete_package_rows(self, conn: apsw.Connection, name: str) -> None:

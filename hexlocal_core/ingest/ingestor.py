@@ -12,9 +12,17 @@ from pathlib import Path
 
 from attrs import frozen
 
+from hexlocal_core.chunk import CHUNKER_VERSION
 from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError, StoreError
 from hexlocal_core.index.seam import DocsStore, IngestClaim
-from hexlocal_core.ingest.pipeline import IndexRequest, ProgressFn, in_worker, index_items
+from hexlocal_core.index.store import Unembedded
+from hexlocal_core.ingest.pipeline import (
+    IndexRequest,
+    ProgressFn,
+    finish_stored,
+    in_worker,
+    index_items,
+)
 from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
 from hexlocal_core.ingest.sources import compiled_ebin, read_plan
 from hexlocal_core.model import IngestProgress, IngestReport, Phase, ResolvedVersion
@@ -71,17 +79,31 @@ class Ingestor:
             self._registry, plan, max_bytes=self._paths.max_docs_bytes, phase=report
         )
 
-    async def run(self, resolved: ResolvedVersion, progress: ProgressFn) -> IngestReport:
+    async def run(
+        self, resolved: ResolvedVersion, progress: ProgressFn, *, from_store: bool = True
+    ) -> IngestReport:
         """Plans, reads and indexes one package version; writes nothing unless it all works.
 
         Servers sharing one index (team mode) ingest a package version once: this one
         waits while another holds the claim, and answers from its work when it is done.
+        `from_store`: a version whose chunks are stored, partial, is finished from them
+        (False: a refresh reads the docs again).
         """
         started = time.perf_counter()
         claim = await self._claim(resolved, progress)
         if claim is None:
             return await self._indexed_elsewhere(resolved, started)
         try:
+            stored = await in_worker(lambda: self._resumable(resolved)) if from_store else None
+            if stored is not None and self._embedder is not None:
+                return await finish_stored(
+                    self._store,
+                    self._embedder,
+                    stored,
+                    slice_size=self._slice_size,
+                    progress=progress,
+                    started=started,
+                )
             plan = await self.plan(resolved)
             request = await self.read(plan, progress)
             return await self.index(request, progress, started=started)
@@ -110,6 +132,20 @@ class Ingestor:
                 progress(IngestProgress(name, version, Phase.EMBEDDING, message=message))
                 searchable = True
             await asyncio.sleep(CLAIM_POLL_S)  # cancellable: a shutdown stops the wait
+
+    def _resumable(self, resolved: ResolvedVersion) -> Unembedded | None:
+        """The stored chunks of a partial `resolved` that lack a vector, when finishing them
+        gives what a fresh ingestion would: the same chunker made them and the embedder's
+        model is the package's."""
+        stored = self._store.unembedded(resolved.name, resolved.version)
+        if stored is None or self._embedder is None:
+            return None
+        package = stored.package
+        if package.chunker_version != CHUNKER_VERSION:
+            return None
+        if package.embed_model not in (None, self._embedder.model_id):
+            return None
+        return stored
 
     def _chunks_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)

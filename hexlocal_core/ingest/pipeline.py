@@ -20,13 +20,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
-from attrs import frozen
+from attrs import evolve, frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import ModelMismatch, StoreError
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.index.store import PackageWrite
+from hexlocal_core.index.store import PackageWrite, Unembedded, VectorRows
 from hexlocal_core.model import (
     Chunk,
     DocItem,
@@ -99,7 +99,14 @@ class EmbeddingPlan:
     async def of(cls, store: DocsStore, model: str, chunks: Sequence[Chunk]) -> EmbeddingPlan:
         """Each text hashed once; the cache asked once, in a worker thread."""
         texts = [c.embedding_text() for c in chunks]
-        hashes = tuple(sha256_text(t) for t in texts)
+        return await cls.of_texts(store, model, texts, [sha256_text(t) for t in texts])
+
+    @classmethod
+    async def of_texts(
+        cls, store: DocsStore, model: str, texts: Sequence[str], text_hashes: Sequence[str]
+    ) -> EmbeddingPlan:
+        """`texts[i]` is chunk i's embedded text, `text_hashes[i]` its hash."""
+        hashes = tuple(text_hashes)
         positions: dict[str, list[int]] = {}
         for i, h in enumerate(hashes):
             positions.setdefault(h, []).append(i)  # one embedded text may serve several chunks
@@ -184,14 +191,8 @@ async def index_items(
         meta=dict(request.meta or {}),
     )
     ids = await in_worker(lambda: store.replace_package(write))
-    done = await _add(store, write, ids, plan, plan.cached)
-    report(Phase.EMBEDDING, done, total)
-    async for fresh in embed_slices(embedder, plan.todo, slice_size):
-        done += await _add(store, write, ids, plan, fresh)
-        report(Phase.EMBEDDING, done, total)
-    if not await in_worker(lambda: store.mark_complete(write.name, write.version)):
-        raise _replaced(write)
-    report(Phase.DONE, total, total)
+    rows = VectorRows.of_write(write, ids, plan.hashes)
+    await _embed_into(store, embedder, rows, plan, slice_size, report, 0)
     embedded = len(plan.todo)
     log.info(
         "indexed %s %s: %d items, %d chunks, %d embedded, %d reused",
@@ -216,25 +217,91 @@ async def index_items(
     )
 
 
-async def _add(
+async def finish_stored(
     store: DocsStore,
-    write: PackageWrite,
-    ids: Sequence[int],
+    embedder: Embedder,
+    stored: Unembedded,
+    *,
+    slice_size: int = 200,
+    progress: ProgressFn | None = None,
+    started: float | None = None,
+) -> IngestReport:
+    """Embeds a 'partial' package's stored chunks that lack a vector and marks it complete:
+    an ingestion cut short after its chunks were written is finished without reading its
+    docs again (no download, no parse: it works offline). The caller checked that the
+    chunks are this chunker's and the model the embedder's."""
+    t0 = started or time.perf_counter()
+    package = stored.package
+    total = package.chunk_count
+
+    def report(phase: Phase, embedded: int = 0, count: int = 0) -> None:
+        if progress:
+            progress(
+                IngestProgress(
+                    package.name, package.version, phase, package.item_count, count, embedded
+                )
+            )
+
+    rows = evolve(stored.rows, embed_model=embedder.model_id, embed_provider=provider_of(embedder))
+    plan = await EmbeddingPlan.of_texts(store, embedder.model_id, stored.texts, rows.text_hashes)
+    await _embed_into(store, embedder, rows, plan, slice_size, report, total - len(rows.ids))
+    log.info(
+        "finished %s %s from its stored chunks: %d of %d chunks lacked a vector, %d embedded",
+        package.name,
+        package.version,
+        len(rows.ids),
+        total,
+        len(plan.todo),
+    )
+    return IngestReport(
+        package=package.name,
+        version=package.version,
+        source=package.source,
+        items=package.item_count,
+        chunks=total,
+        embedded=len(plan.todo),
+        reused=total - len(plan.todo),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+async def _embed_into(
+    store: DocsStore,
+    embedder: Embedder,
+    rows: VectorRows,
     plan: EmbeddingPlan,
-    vectors: dict[str, np.ndarray],
+    slice_size: int,
+    report: Callable[[Phase, int, int], None],
+    done: int,
+) -> None:
+    """The cached vectors, then each embedded slice, written as they come (a transaction
+    each); then the package marked complete. `done`: chunks that had a vector already."""
+    total = done + len(rows.ids)
+    done += await _add(store, rows, plan, plan.cached)
+    report(Phase.EMBEDDING, done, total)
+    async for fresh in embed_slices(embedder, plan.todo, slice_size):
+        done += await _add(store, rows, plan, fresh)
+        report(Phase.EMBEDDING, done, total)
+    if not await in_worker(lambda: store.mark_complete(rows.name, rows.version)):
+        raise _replaced(rows)
+    report(Phase.DONE, total, total)
+
+
+async def _add(
+    store: DocsStore, rows: VectorRows, plan: EmbeddingPlan, vectors: dict[str, np.ndarray]
 ) -> int:
     """Writes the vectors of every chunk whose text is in `vectors`; how many chunks."""
     positions = [i for h in vectors for i in plan.positions[h]]
     if not positions:
         return 0
-    rows = np.stack([vectors[plan.hashes[i]] for i in positions]).astype(np.float32)
-    if not await in_worker(lambda: store.add_vectors(write, ids, positions, rows)):
-        raise _replaced(write)
+    matrix = np.stack([vectors[plan.hashes[i]] for i in positions]).astype(np.float32)
+    if not await in_worker(lambda: store.add_vectors(rows.take(positions), matrix)):
+        raise _replaced(rows)
     return len(positions)
 
 
-def _replaced(write: PackageWrite) -> StoreError:
+def _replaced(rows: VectorRows) -> StoreError:
     return StoreError(
-        f"{write.name} {write.version} was replaced by another writer while it was being "
+        f"{rows.name} {rows.version} was replaced by another writer while it was being "
         "embedded; the index holds that writer's version"
     )

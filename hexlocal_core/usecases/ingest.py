@@ -203,7 +203,7 @@ class Indexing:
             return Prepared(
                 resolved, indexed.version, (*notices, _embedding_notice(before, stopped))
             )
-        job = running or self._start_job(resolved.name, resolved.version, resolved)
+        job = running or self._start_job(resolved.name, resolved.version, resolved, refresh=refresh)
         if searchable and indexed is not None and indexed.version == job.version and not refresh:
             # Its chunks are there (a refresh of a complete package, or one being embedded):
             # answer now; only a partial one owes the notice.
@@ -237,13 +237,16 @@ class Indexing:
             )
         model_guard(self._store, self._embedder)
 
-    def _start_job(self, name: str, version: str, resolved: ResolvedVersion | None) -> Job:
+    def _start_job(
+        self, name: str, version: str, resolved: ResolvedVersion | None, *, refresh: bool = False
+    ) -> Job:
         async def work(report: ProgressFn) -> IngestReport:
             target = resolved
             if target is None:  # a resumed job: the version is known, its source is not
                 report(IngestProgress(name, version, Phase.RESOLVING))
                 target = await self.resolve(name, version)
-            return await self._ingestor.run(target, report)
+            # Chunks stored, partial: finished from them, unless a refresh asks for the docs.
+            return await self._ingestor.run(target, report, from_store=not refresh)
 
         return self._jobs.start(name, version, "auto", work)
 

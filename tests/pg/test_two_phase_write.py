@@ -12,7 +12,7 @@ import pytest
 
 from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.index.store import PackageWrite, Store, VectorRows
 from hexlocal_core.model import sha256_text
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.arms import BM25_WEIGHTS
@@ -41,6 +41,10 @@ def _write(version: str = "1.0.0") -> tuple[PackageWrite, Vectors]:
     full = package_write("pool", version, chunks)
     assert full.vectors is not None
     return attrs.evolve(full, vectors=None), full.vectors
+
+
+def _rows(write: PackageWrite, ids: list[int], positions: list[int]) -> VectorRows:
+    return VectorRows.of_write(write, ids).take(positions)
 
 
 def _keyword(store: DocsStore) -> list[int]:
@@ -75,11 +79,11 @@ def test_vectors_arrive_slice_by_slice_then_the_package_is_complete(
 ) -> None:
     write, vectors = _write()
     ids = docs_store.replace_package(write)
-    assert docs_store.add_vectors(write, ids, [0, 1, 2], vectors[:3])
+    assert docs_store.add_vectors(_rows(write, ids, [0, 1, 2]), vectors[:3])
     assert sorted(_nearest(docs_store)) == sorted(ids[:3])  # only what has a vector
     hashes = [sha256_text(c.embedding_text()) for c in write.chunks]
     assert set(docs_store.cached_vectors(write.embed_model, hashes)) == set(hashes[:3])
-    assert docs_store.add_vectors(write, ids, [3, 4, 5], vectors[3:])
+    assert docs_store.add_vectors(_rows(write, ids, [3, 4, 5]), vectors[3:])
     assert docs_store.mark_complete("pool", "1.0.0")
     pkg = docs_store.package("pool")
     assert pkg is not None and pkg.status == "complete"
@@ -94,7 +98,7 @@ def test_a_write_replaced_meanwhile_adds_nothing(docs_store: DocsStore) -> None:
     first_ids = docs_store.replace_package(first)
     second, _ = _write("2.0.0")
     docs_store.replace_package(second)
-    assert not docs_store.add_vectors(first, first_ids, [0], vectors[:1])
+    assert not docs_store.add_vectors(_rows(first, first_ids, [0]), vectors[:1])
     assert not docs_store.mark_complete("pool", "1.0.0")
     pkg = docs_store.package("pool")
     assert pkg is not None and (pkg.version, pkg.status) == ("2.0.0", "partial")
@@ -116,9 +120,38 @@ def test_stored_vectors_are_the_ones_written(docs_store: DocsStore) -> None:
     ids = docs_store.replace_package(write)
     reads = docs_store.session().chunks
     assert reads.stored_vectors("pool", ids[:2]) == {}
-    assert docs_store.add_vectors(write, ids, [0, 1], vectors[:2])
+    assert docs_store.add_vectors(_rows(write, ids, [0, 1]), vectors[:2])
     found = reads.stored_vectors("pool", [ids[1], ids[0], ids[4]])
     assert sorted(found) == sorted(ids[:2])
     for i in (0, 1):
         assert np.allclose(found[ids[i]], vectors[i], atol=1e-6)
     assert reads.stored_vectors("other", ids[:2]) == {}
+
+
+def test_unembedded_is_what_a_partial_package_still_needs(docs_store: DocsStore) -> None:
+    # What finishing a cut-short ingestion reads instead of the docs: the chunks without a
+    # vector, each with the very text (and cache key) ingestion would have embedded.
+    write, vectors = _write()
+    ids = docs_store.replace_package(write)
+    before = docs_store.unembedded("pool", "1.0.0")
+    assert before is not None and before.rows.ids == tuple(ids)
+    assert before.texts == tuple(c.embedding_text() for c in write.chunks)
+    assert before.rows.text_hashes == tuple(sha256_text(t) for t in before.texts)
+    assert docs_store.add_vectors(_rows(write, ids, [0, 2]), vectors[[0, 2]])
+    after = docs_store.unembedded("pool", "1.0.0")
+    assert after is not None and after.rows.ids == (ids[1], *ids[3:])
+    assert after.package.chunk_count == len(DOCS)
+    # The rows it names are the ones add_vectors takes: the package completes from them.
+    assert docs_store.add_vectors(after.rows, vectors[[1, 3, 4, 5]])
+    assert docs_store.mark_complete("pool", "1.0.0")
+    assert sorted(_nearest(docs_store)) == sorted(ids)
+
+
+def test_unembedded_is_none_unless_that_version_is_partial(docs_store: DocsStore) -> None:
+    assert docs_store.unembedded("pool", "1.0.0") is None  # not indexed
+    write, vectors = _write()
+    ids = docs_store.replace_package(write)
+    assert docs_store.unembedded("pool", "2.0.0") is None  # another version
+    assert docs_store.add_vectors(VectorRows.of_write(write, ids), vectors)
+    assert docs_store.mark_complete("pool", "1.0.0")
+    assert docs_store.unembedded("pool", "1.0.0") is None  # complete

@@ -32,6 +32,7 @@ from hexlocal_core.index.chunks import (
 )
 from hexlocal_core.index.pg import fts, vectors
 from hexlocal_core.index.pg.db import Executor
+from hexlocal_core.model import embedding_text
 from hexlocal_core.ports import Vectors
 
 # The ref's anchor (all of it without a `#`) has a `-`: a heading sub-item
@@ -48,6 +49,17 @@ def hydrate(ex: Executor, ids: Sequence[int]) -> list[ChunkRow]:
     )
     by_id = {int(r[0]): chunk_row(r) for r in found}
     return [by_id[i] for i in ids if i in by_id]
+
+
+def embedding_rows(ex: Executor, package: str) -> list[tuple[int, str, str, bool]]:
+    """(id, embed_hash, the text embedded, has_example) of a package's chunks, in id order,
+    as `chunks.embedding_rows` reads them from SQLite."""
+    found = ex.fetchall(
+        "SELECT id, embed_hash, title, signature, content, has_example FROM chunks"
+        " WHERE package = %s ORDER BY id",
+        (package,),
+    )
+    return [(int(r[0]), str(r[1]), embedding_text(r[2], r[3], r[4]), bool(r[5])) for r in found]
 
 
 @frozen

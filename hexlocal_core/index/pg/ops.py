@@ -28,10 +28,11 @@ import numpy.typing as npt
 from hexlocal_core.errors import ModelError
 from hexlocal_core.index.db import utcnow
 from hexlocal_core.index.jobs_store import JobRow
+from hexlocal_core.index.pg import chunks as pg_chunks
 from hexlocal_core.index.pg import memory_schema, vectors
 from hexlocal_core.index.pg.db import EMBEDDING_LOCK, Database, Executor
 from hexlocal_core.index.sync_store import STATUSES, QueueChanges, SyncRow
-from hexlocal_core.model import UsageEvent, embedding_text
+from hexlocal_core.model import UsageEvent
 
 log = logging.getLogger("hexlocal.store")
 
@@ -196,12 +197,7 @@ class PgReindex:
 
     def embedded_texts(self, package: str) -> list[tuple[str, str]]:
         """(embed_hash, text embedded) for a package's chunks, rebuilt from the stored rows."""
-        found = self._ex.fetchall(
-            "SELECT title, signature, content, embed_hash FROM chunks WHERE package = %s"
-            " ORDER BY id",
-            (package,),
-        )
-        return [(str(r[3]), embedding_text(r[0], r[1], r[2])) for r in found]
+        return [(h, text) for _, h, text, _ in pg_chunks.embedding_rows(self._ex, package)]
 
     def memory_texts(self) -> list[tuple[int, str]]:
         found = self._ex.fetchall("SELECT id, text FROM memories ORDER BY id")

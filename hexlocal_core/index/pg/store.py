@@ -41,6 +41,8 @@ from hexlocal_core.index.store import (
     EmbeddingConfig,
     PackageMeta,
     PackageWrite,
+    Unembedded,
+    VectorRows,
     to_package,
 )
 from hexlocal_core.index.tokens import split_terms
@@ -244,24 +246,32 @@ class PgStore:
                 for chunk_id, values in zip(ids, rows, strict=True):
                     copy.write_row((chunk_id, *values))
             if write.vectors is not None and len(write.vectors):
-                _add_vectors(conn, write, ids, write.vectors)
+                _add_vectors(conn, VectorRows.of_write(write, ids), write.vectors)
                 vectors.index(conn, write.name)
         return ids
 
-    def add_vectors(
-        self, write: PackageWrite, ids: Sequence[int], positions: Sequence[int], vecs: Vectors
-    ) -> bool:
-        """Vectors for the chunks at `positions` of a 'partial' write, in one transaction;
-        False, writing nothing, when the package no longer holds that version."""
-        if not len(positions):
+    def add_vectors(self, rows: VectorRows, vecs: Vectors) -> bool:
+        """Vectors for these stored chunks of a 'partial' package version, in one
+        transaction; False, writing nothing, when the package no longer holds that version."""
+        if not rows.ids:
             return True
         with self._db.transaction() as conn:
-            _lock_package(conn, write.name)
-            if not _holds_partial(conn, write.name, write.version):
+            _lock_package(conn, rows.name)
+            if not _holds_partial(conn, rows.name, rows.version):
                 return False
-            chosen = [write.chunks[i] for i in positions]
-            _add_vectors(conn, write, [ids[i] for i in positions], vecs, chosen)
+            _add_vectors(conn, rows, vecs)
         return True
+
+    def unembedded(self, name: str, version: str) -> Unembedded | None:
+        """The chunks of 'partial' `name` `version` that have no vector yet; None unless the
+        index holds that version, partial."""
+        package = self.package(name)
+        if package is None or package.version != version or package.complete:
+            return None
+        with self._ex.connection() as conn:
+            have = vectors.stored_ids(conn, name)
+        missing = [r for r in pg_chunks.embedding_rows(self._ex, name) if r[0] not in have]
+        return Unembedded.of(package, missing)
 
     def mark_complete(self, name: str, version: str) -> bool:
         """The 'partial' package version has all its vectors (its HNSW index is built now,
@@ -335,29 +345,15 @@ def _allocate_ids(conn: Connection, n: int) -> list[int]:
     return sorted(int(r[0]) for r in found)
 
 
-def _add_vectors(
-    conn: Connection,
-    write: PackageWrite,
-    ids: Sequence[int],
-    vecs: Vectors,
-    of: Sequence[Chunk] | None = None,
-) -> None:
+def _add_vectors(conn: Connection, rows: VectorRows, vecs: Vectors) -> None:
     """Rows of the package's vector table (created by the first) and their embedding-cache
-    rows, for these chunks (`of`: all of the write's)."""
-    written = write.chunks if of is None else of
+    rows, for these chunks."""
     dims = int(vecs.shape[1])
-    claim_embedding(conn, write.embed_model, dims, write.embed_provider)
-    if not vectors.exists(conn, write.name):
-        vectors.create(conn, write.name, dims)
-    vectors.load(
-        conn,
-        write.name,
-        (
-            (chunk_id, bool(chunk.has_example), vector)
-            for chunk_id, chunk, vector in zip(ids, written, vecs, strict=True)
-        ),
-    )
-    vectors.cache_package(conn, write.name, write.embed_model, dims, ids)
+    claim_embedding(conn, rows.embed_model, dims, rows.embed_provider)
+    if not vectors.exists(conn, rows.name):
+        vectors.create(conn, rows.name, dims)
+    vectors.load(conn, rows.name, zip(rows.ids, rows.has_example, vecs, strict=True))
+    vectors.cache_package(conn, rows.name, rows.embed_model, dims, rows.ids)
 
 
 def _holds_partial(conn: Connection, name: str, version: str) -> bool:

@@ -170,6 +170,16 @@ def stored(conn: Connection, package: str, ids: Sequence[int]) -> dict[int, np.n
     return {int(cid): np.asarray(vector, dtype=np.float32) for cid, vector in found}
 
 
+def stored_ids(conn: Connection, package: str) -> set[int]:
+    """The chunk ids that have a vector; empty when the package has no vector table yet."""
+    statement = sql.SQL("SELECT chunk_id FROM {}").format(sql.Identifier(table_name(package)))
+    try:
+        with conn.transaction():  # a savepoint inside atomic(): a missing table is no abort
+            return {int(r[0]) for r in conn.execute(statement)}
+    except pg_errors.UndefinedTable:
+        return set()
+
+
 def nearest_statement(package: str, *, examples_only: bool) -> sql.Composed:
     """The KNN statement (params: vector, vector, depth). No tie-break column: a second
     ORDER BY key turns the HNSW index scan into a full scan and a sort."""
