@@ -187,11 +187,14 @@ async def test_a_sync_cut_short_resumes_at_the_next_start_without_duplicates(
     await until(first, lambda s: s["nimble_options"].state is SyncState.INDEXING)
     await first.aclose()
     conn = db(first)
-    assert scalar(conn, "SELECT group_concat(name) FROM packages") == "jason,mime"
+    # The first pass writes every package's chunks before any vector: jason and mime
+    # answer by keyword, and their rows stay queued for the vectors.
+    found = rows(conn, "SELECT name, status FROM packages ORDER BY name")
+    assert [(r["name"], r["status"]) for r in found] == [("jason", "partial"), ("mime", "partial")]
     left = rows(conn, "SELECT package, status, pid FROM sync_queue ORDER BY seq")
     assert [(r["package"], r["status"], r["pid"]) for r in left] == [
-        ("jason", "done", None),
-        ("mime", "done", None),
+        ("jason", "queued", None),
+        ("mime", "queued", None),
         ("nimble_options", "queued", None),
         ("telemetry", "queued", None),
     ]
@@ -201,6 +204,7 @@ async def test_a_sync_cut_short_resumes_at_the_next_start_without_duplicates(
     try:
         await second.start()
         await until(second, lambda s: all(x.state is SyncState.INDEXED for x in s.values()))
+        # jason and mime are embedded from their stored chunks: not downloaded again.
         assert {n: docs_requests(fake_hex, n) for n in LOCKED} == {
             "jason": 0,
             "mime": 0,
@@ -214,6 +218,79 @@ async def test_a_sync_cut_short_resumes_at_the_next_start_without_duplicates(
         assert stored == {p.name: p.chunk_count for p in second.list_packages()}
     finally:
         await second.aclose()
+
+
+class GatedEmbedder(HashingEmbedder):
+    """Embeds nothing until `gate` is set: the vectors of a real model on a CPU, minutes
+    for a project, held still so that what answers before them can be seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        await self.gate.wait()
+        return await super().embed(texts)
+
+
+async def test_every_package_answers_by_keyword_before_any_vector(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # A fresh project: the first pass writes all the packages' chunks, so the last one in
+    # the lock answers (alone, and in a project-wide search) while none has a vector yet.
+    settings = sync_settings(fake_hex, tmp_path, answer_while_embedding=True)
+    project(settings)
+    embedder = GatedEmbedder()
+    service = build(
+        settings, embedder=embedder, reranker=None, registry=client_for(settings), load_models=False
+    )
+    try:
+        await service.sync(wait=False)
+        await until(service, lambda _: len(service.list_packages()) == len(LOCKED))
+        assert {p.status for p in service.list_packages()} == {"partial"}
+        last = await service.search_docs("telemetry", "attach a handler to an event")
+        assert last.hits and last.version == LOCKED["telemetry"]
+        assert any(n.code == "embedding_in_progress" for n in last.notices)
+        across = await service.search_project_deps("encode a map as JSON")
+        assert across.hits and across.hits[0].package == "jason"
+        embedder.gate.set()
+        await until(service, lambda s: all(x.state is SyncState.INDEXED for x in s.values()))
+        assert {p.status for p in service.list_packages()} == {"complete"}
+        # One download each: the vectors were made from the stored chunks.
+        assert {n: docs_requests(fake_hex, n) for n in LOCKED} == dict.fromkeys(LOCKED, 1)
+    finally:
+        await service.aclose()
+
+
+async def test_a_search_meeting_the_first_pass_gets_its_chunks_and_embeds_that_package(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # The user asks about telemetry while the first pass is downloading it: the answer
+    # waits for its chunks (not for the pass, nor for any vector), and telemetry is the
+    # next package embedded, ahead of the queue.
+    settings = sync_settings(fake_hex, tmp_path, answer_while_embedding=True)
+    project(settings)
+    fake_hex.fail("/repo/docs/telemetry-*", delay=1.0)
+    embedder = GatedEmbedder()
+    service = build(
+        settings, embedder=embedder, reranker=None, registry=client_for(settings), load_models=False
+    )
+    try:
+        await service.sync(wait=False)
+        await until(service, lambda s: s["telemetry"].state is SyncState.INDEXING)
+        result = await service.search_docs("telemetry", "attach a handler to an event")
+        assert result.hits and result.ingestion is None
+        assert any(n.code == "embedding_in_progress" for n in result.notices)
+        # Its embedding job runs (held at the gate), while jason's is still first in the queue.
+        await until(service, lambda s: s["telemetry"].phase is Phase.EMBEDDING)
+        (status,) = service.ingestion_status("telemetry")
+        assert status.state == "running"
+        assert not any(p.complete for p in service.list_packages())
+        embedder.gate.set()
+        await until(service, lambda s: all(x.state is SyncState.INDEXED for x in s.values()))
+        assert {n: docs_requests(fake_hex, n) for n in LOCKED} == dict.fromkeys(LOCKED, 1)
+    finally:
+        await service.aclose()
 
 
 async def test_a_row_claimed_by_a_process_that_died_is_taken_up_again(

@@ -25,7 +25,13 @@ from hexlocal_core.ingest.pipeline import (
 )
 from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
 from hexlocal_core.ingest.sources import compiled_ebin, read_plan
-from hexlocal_core.model import IngestProgress, IngestReport, Phase, ResolvedVersion
+from hexlocal_core.model import (
+    IndexedPackage,
+    IngestProgress,
+    IngestReport,
+    Phase,
+    ResolvedVersion,
+)
 from hexlocal_core.ports import Embedder, HexRegistry
 from hexlocal_core.versions import ELIXIR_APPS
 
@@ -80,14 +86,19 @@ class Ingestor:
         )
 
     async def run(
-        self, resolved: ResolvedVersion, progress: ProgressFn, *, from_store: bool = True
+        self,
+        resolved: ResolvedVersion,
+        progress: ProgressFn,
+        *,
+        from_store: bool = True,
+        embed: bool = True,
     ) -> IngestReport:
         """Plans, reads and indexes one package version; writes nothing unless it all works.
 
         Servers sharing one index (team mode) ingest a package version once: this one
         waits while another holds the claim, and answers from its work when it is done.
         `from_store`: a version whose chunks are stored, partial, is finished from them
-        (False: a refresh reads the docs again).
+        (False: a refresh reads the docs again). `embed=False`: the chunks only.
         """
         started = time.perf_counter()
         claim = await self._claim(resolved, progress)
@@ -95,6 +106,8 @@ class Ingestor:
             return await self._indexed_elsewhere(resolved, started)
         try:
             stored = await in_worker(lambda: self._resumable(resolved)) if from_store else None
+            if stored is not None and not embed:
+                return _report_of(stored.package, started)
             if stored is not None and self._embedder is not None:
                 return await finish_stored(
                     self._store,
@@ -106,7 +119,7 @@ class Ingestor:
                 )
             plan = await self.plan(resolved)
             request = await self.read(plan, progress)
-            return await self.index(request, progress, started=started)
+            return await self.index(request, progress, started=started, embed=embed)
         finally:
             await in_worker(claim.release)
 
@@ -160,19 +173,15 @@ class Ingestor:
         indexed = await in_worker(lambda: self._store.package(resolved.name))
         if indexed is None:  # indexed by another server, then deleted, in a moment
             raise StoreError(f"{resolved.name} was removed while it was being indexed; retry")
-        return IngestReport(
-            package=indexed.name,
-            version=indexed.version,
-            source=indexed.source,
-            items=indexed.item_count,
-            chunks=indexed.chunk_count,
-            embedded=0,
-            reused=0,
-            seconds=time.perf_counter() - started,
-        )
+        return _report_of(indexed, started)
 
     async def index(
-        self, request: IndexRequest, progress: ProgressFn | None = None, *, started: float | None
+        self,
+        request: IndexRequest,
+        progress: ProgressFn | None = None,
+        *,
+        started: float | None,
+        embed: bool = True,
     ) -> IngestReport:
         if self._embedder is None:
             raise ModelError(
@@ -185,6 +194,7 @@ class Ingestor:
             slice_size=self._slice_size,
             progress=progress,
             started=started,
+            embed=embed,
         )
 
     async def _docs_html_url(self, name: str) -> str | None:
@@ -194,3 +204,18 @@ class Ingestor:
             return (await self._registry.package_info(name)).docs_html_url
         except (RemoteError, PackageNotFound):
             return None
+
+
+def _report_of(package: IndexedPackage, started: float) -> IngestReport:
+    """The report of a job that found the work done: by another server, or (chunks only)
+    by an earlier job."""
+    return IngestReport(
+        package=package.name,
+        version=package.version,
+        source=package.source,
+        items=package.item_count,
+        chunks=package.chunk_count,
+        embedded=0,
+        reused=0,
+        seconds=round(time.perf_counter() - started, 3),
+    )

@@ -35,10 +35,11 @@ SEARCHABLE = frozenset({Phase.EMBEDDING, Phase.DONE})
 class Job:
     """One running (or finished, not yet collected) ingestion of a package version."""
 
-    def __init__(self, package: str, version: str, row_id: int) -> None:
+    def __init__(self, package: str, version: str, row_id: int, *, embeds: bool = True) -> None:
         self.package = package
         self.version = version
         self.row_id = row_id
+        self.embeds = embeds  # False: it writes the chunks only (sync's first pass)
         self.token = CancelToken()
         self.started = time.perf_counter()
         self.ended: float | None = None  # perf_counter when the task ended
@@ -134,12 +135,15 @@ class JobRegistry:
         job = self._jobs.get(package)
         return job if job is not None and not job.done else None
 
-    def start(self, package: str, version: str, source: str, work: JobWork) -> Job:
+    def start(
+        self, package: str, version: str, source: str, work: JobWork, *, embeds: bool = True
+    ) -> Job:
         """The running job for the package, or a new one running `work` (never two at once)."""
         existing = self.running(package)
         if existing is not None:
             return existing
-        job = Job(package, version, self._store.jobs.open_job(package, version, source))
+        row = self._store.jobs.open_job(package, version, source)
+        job = Job(package, version, row, embeds=embeds)
 
         async def run() -> IngestReport:
             # Bound inside the task: the threads it starts copy this context, token included.

@@ -156,9 +156,11 @@ async def index_items(
     slice_size: int = 200,
     progress: ProgressFn | None = None,
     started: float | None = None,
+    embed: bool = True,
 ) -> IngestReport:
     """Chunk, write the chunks (keyword search works from here), then embed them slice by
-    slice, each slice's vectors written as it comes, and mark the package complete."""
+    slice, each slice's vectors written as it comes, and mark the package complete.
+    `embed=False`: stop after the chunks, the package 'partial' (`finish_stored` ends it)."""
     t0 = started or time.perf_counter()
 
     def report(phase: Phase, embedded: int = 0, total: int = 0) -> None:
@@ -191,17 +193,22 @@ async def index_items(
         meta=dict(request.meta or {}),
     )
     ids = await in_worker(lambda: store.replace_package(write))
-    rows = VectorRows.of_write(write, ids, plan.hashes)
-    await _embed_into(store, embedder, rows, plan, slice_size, report, 0)
     embedded = len(plan.todo)
+    if embed:
+        rows = VectorRows.of_write(write, ids, plan.hashes)
+        await _embed_into(store, embedder, rows, plan, slice_size, report, 0)
+    else:
+        embedded = 0
+        report(Phase.EMBEDDING, 0, total)  # searchable: the chunks answer by keyword
     log.info(
-        "indexed %s %s: %d items, %d chunks, %d embedded, %d reused",
+        "indexed %s %s: %d items, %d chunks, %d embedded, %d reused%s",
         request.package,
         request.version,
         len(request.items),
         total,
         embedded,
-        total - embedded,
+        total - embedded if embed else 0,
+        "" if embed else " (chunks only: its vectors come later)",
     )
     return IngestReport(
         package=request.package,
@@ -210,7 +217,7 @@ async def index_items(
         items=len(request.items),
         chunks=total,
         embedded=embedded,
-        reused=total - embedded,
+        reused=total - embedded if embed else 0,
         seconds=round(time.perf_counter() - t0, 3),
         notices=tuple(request.notices) + chunked.notices(request.package, request.version),
         skipped=dict(request.skipped or {}),

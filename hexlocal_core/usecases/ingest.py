@@ -7,6 +7,7 @@ guard runs once per call that may download, before the first request of a new pa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -156,6 +157,8 @@ class Indexing:
             guarded = True
         resolved = await self.resolve(package, version)
         notices = list(self._startup_notices) + list(resolved.notices)
+        timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
+        await self._after_chunks_only(resolved.name, timeout)
         indexed = self._store.package(resolved.name)
         running = self._jobs.running(resolved.name)
         searchable = searchable and self._answer_while_embedding
@@ -183,6 +186,9 @@ class Indexing:
                 f"{resolved.name} {resolved.version} is wanted now, not {running.version}",
             )
             running = self._jobs.running(resolved.name)
+        if running is not None and not running.embeds:
+            # A sync's chunks-only job outran the budget: this call reports its progress.
+            return Prepared(resolved, resolved.version, tuple(notices), waiting=running.status())
         if running is None and not guarded:
             self.guard()
         before = self._jobs.get(resolved.name)  # a finished job not collected: why it ended
@@ -210,7 +216,6 @@ class Indexing:
             if not indexed.complete:
                 notices.append(_embedding_notice(job, stopped))
             return Prepared(resolved, job.version, tuple(notices))
-        timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
         with job.listening(progress):
             report = await self._jobs.wait(job, timeout, until_searchable=searchable)
         if report is None and searchable and job.searchable.is_set():
@@ -225,6 +230,40 @@ class Indexing:
             notices.append(self._replaced_notice(indexed, resolved))
         return Prepared(resolved, report.version, tuple(notices), report=report)
 
+    async def write_chunks(
+        self, package: str, version: str | None, *, progress: ProgressFn | None = None
+    ) -> bool:
+        """Writes a package version's chunks and leaves its vectors for later (sync's first
+        pass: every package answers by keyword within a minute, not after the last one's
+        vectors). False, doing nothing, when that version's chunks are in the index or a
+        job for the package runs. Raises what the ingestion raises."""
+        resolved = await self.resolve(package, version)
+        indexed = self._store.package(resolved.name)
+        if indexed is not None and indexed.version == resolved.version:
+            return False
+        if self._jobs.running(resolved.name) is not None:
+            return False
+        self.guard()
+        job = self._start_job(resolved.name, resolved.version, resolved, embed=False)
+        try:
+            with job.listening(progress):
+                await self._jobs.wait(job, None)
+        finally:
+            self._jobs.collect(resolved.name)
+        return True
+
+    async def _after_chunks_only(self, name: str, timeout: float | None) -> None:
+        """Lets a running chunks-only job end (its download and parse; within the call's
+        budget), so the call that came meanwhile finds the chunks and starts the job that
+        embeds them."""
+        job = self._jobs.running(name)
+        if job is None or job.embeds:
+            return
+        with contextlib.suppress(Exception):  # its failure is the next job's to meet again
+            await self._jobs.wait(job, timeout)
+        if job.done:
+            self._jobs.collect(name)
+
     def _indexed_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)
         return indexed is not None and indexed.version == version and indexed.complete
@@ -238,7 +277,13 @@ class Indexing:
         model_guard(self._store, self._embedder)
 
     def _start_job(
-        self, name: str, version: str, resolved: ResolvedVersion | None, *, refresh: bool = False
+        self,
+        name: str,
+        version: str,
+        resolved: ResolvedVersion | None,
+        *,
+        refresh: bool = False,
+        embed: bool = True,
     ) -> Job:
         async def work(report: ProgressFn) -> IngestReport:
             target = resolved
@@ -246,9 +291,9 @@ class Indexing:
                 report(IngestProgress(name, version, Phase.RESOLVING))
                 target = await self.resolve(name, version)
             # Chunks stored, partial: finished from them, unless a refresh asks for the docs.
-            return await self._ingestor.run(target, report, from_store=not refresh)
+            return await self._ingestor.run(target, report, from_store=not refresh, embed=embed)
 
-        return self._jobs.start(name, version, "auto", work)
+        return self._jobs.start(name, version, "auto", work, embeds=embed)
 
     def _replaced_notice(self, old: IndexedPackage, resolved: ResolvedVersion) -> Notice:
         why = {

@@ -264,7 +264,9 @@ class Syncer:
         self._blocked = None
         await in_worker(lambda: self._store.sync.note_waiting(None))
         while True:
-            self._pending = False
+            if self._pending:  # rows were queued: their chunks first, then their vectors
+                self._pending = False
+                await self._write_chunks_first()
             row = await in_worker(lambda: self._store.sync.claim_next())
             if row is None:
                 if self._pending:
@@ -276,6 +278,25 @@ class Syncer:
                     return
             finally:
                 self._claimed.discard(row.package)
+
+    async def _write_chunks_first(self) -> None:
+        """The first pass: every queued package's chunks, in queue order, before any of
+        their vectors, so each answers by keyword (and project-wide search covers it)
+        within about a minute of a fresh project's start, not after the vectors of every
+        package queued ahead of it. The claim loop then embeds each from its stored chunks.
+        A package that fails here is recorded failed, as the claim loop records it (no
+        second download); a model problem is left to that loop, which stops on it."""
+        rows = await in_worker(lambda: self._store.sync.all_rows())
+        for row in sorted(rows.values(), key=lambda r: r.seq):
+            if row.status != "queued":
+                continue
+            version = row.version if row.kind == "elixir" else None
+            try:
+                await self._indexing.write_chunks(row.package, version, progress=self._relay(row))
+            except ModelError:
+                return
+            except Exception as exc:  # noqa: BLE001 - one package's bug must not stop the rest
+                await self._failed(row, exc)
 
     async def _index(self, row: SyncRow) -> bool:
         """Indexes one claimed row; False when the worker must stop (models unusable)."""
@@ -295,19 +316,8 @@ class Syncer:
             log.warning("sync stopped: %s", exc)
             await in_worker(lambda: self._store.sync.note_waiting(why))
             return False
-        except HexlocalError as exc:
-            log.info("sync: %s failed: %s", row.package, exc)
-            reason, retry = str(exc), isinstance(exc, RemoteError)
-            await in_worker(
-                lambda: self._store.sync.finish(row.package, "failed", reason=reason, retry=retry)
-            )
-            self._tell(row, SyncState.FAILED, reason)
-            return True
         except Exception as exc:  # noqa: BLE001 - one package's bug must not stop the rest
-            log.exception("sync: indexing %s failed unexpectedly", row.package)
-            reason = f"unexpected {type(exc).__name__}: {exc}"
-            await in_worker(lambda: self._store.sync.finish(row.package, "failed", reason=reason))
-            self._tell(row, SyncState.FAILED, reason)
+            await self._failed(row, exc)
             return True
         done = prepared.version
         await in_worker(lambda: self._store.sync.finish(row.package, "done", version=done))
@@ -315,6 +325,20 @@ class Syncer:
         chunks = indexed.chunk_count if indexed is not None else 0
         self._tell(row, SyncState.INDEXED, None, version=done, chunks=chunks)
         return True
+
+    async def _failed(self, row: SyncRow, exc: Exception) -> None:
+        """Records the row failed, and why; only a remote failure is retried by a
+        background sync (an explicit one retries every failure)."""
+        if isinstance(exc, HexlocalError):
+            log.info("sync: %s failed: %s", row.package, exc)
+            reason, retry = str(exc), isinstance(exc, RemoteError)
+        else:
+            log.error("sync: indexing %s failed unexpectedly", row.package, exc_info=exc)
+            reason, retry = f"unexpected {type(exc).__name__}: {exc}", True
+        await in_worker(
+            lambda: self._store.sync.finish(row.package, "failed", reason=reason, retry=retry)
+        )
+        self._tell(row, SyncState.FAILED, reason)
 
     def _finish_now(self, row: SyncRow, status: str, reason: str | None) -> None:
         # Synchronous on purpose: it runs while the task is being cancelled.
