@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -178,15 +178,9 @@ async def test_failure_before_the_chunks_are_written_leaves_database_unchanged(
         await service.aclose()
 
 
-async def test_an_embedding_cut_short_keeps_the_chunks_and_the_next_job_embeds_the_rest(
-    fake_hex: FakeHex, tmp_path: Path
-) -> None:
-    # The chunks are written first (keyword search answers), then the vectors slice by
-    # slice: a failure in the second slice keeps the chunks and the first slice's vectors,
-    # and the job the next call starts embeds only what is missing, from the stored chunks
-    # (the docs are not downloaded again).
-    embedder = HashingEmbedder()
-    service = await make_service(settings_for(fake_hex, tmp_path, embed_batch_size=20), embedder)
+def fail_second_slice(embedder: HashingEmbedder) -> Callable[[], None]:
+    """Makes the embedder's second call fail (the first slice's vectors are written, the
+    rest are not); returns what puts the embedder back."""
     original = embedder.embed
     calls: list[int] = []
 
@@ -196,15 +190,31 @@ async def test_an_embedding_cut_short_keeps_the_chunks_and_the_next_job_embeds_t
             raise RemoteError("injected embedding failure")
         return await original(texts)
 
+    def restore() -> None:
+        embedder.embed = original  # type: ignore[method-assign]
+
+    embedder.embed = fails_second_slice  # type: ignore[method-assign]
+    return restore
+
+
+async def test_an_embedding_cut_short_keeps_the_chunks_and_the_next_job_embeds_the_rest(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # The chunks are written first (keyword search answers), then the vectors slice by
+    # slice: a failure in the second slice keeps the chunks and the first slice's vectors,
+    # and the job the next call starts embeds only what is missing, from the stored chunks
+    # (the docs are not downloaded again).
+    embedder = HashingEmbedder()
+    service = await make_service(settings_for(fake_hex, tmp_path, embed_batch_size=20), embedder)
     try:
-        embedder.embed = fails_second_slice  # type: ignore[method-assign]
+        restore = fail_second_slice(embedder)
         with pytest.raises(RemoteError, match="injected"):
             await service.ingest("jason", "1.4.4")
         (pkg,) = service.list_packages()
         assert (pkg.version, pkg.status) == ("1.4.4", "partial")
         total = pkg.chunk_count
         assert scalar(db(service), "SELECT count(*) FROM embed_cache") == 20
-        embedder.embed = original  # type: ignore[method-assign]
+        restore()
         fake_hex.reset()
         report, _ = await service.ingest("jason", "1.4.4")
         assert report is not None and (report.embedded, report.reused) == (total - 20, 20)
@@ -224,16 +234,7 @@ async def _cut_short(fake_hex: FakeHex, tmp_path: Path) -> tuple[Settings, int]:
     embedder = HashingEmbedder()
     settings = settings_for(fake_hex, tmp_path, embed_batch_size=20)
     service = await make_service(settings, embedder)
-    original = embedder.embed
-    calls: list[int] = []
-
-    async def fails_second_slice(texts: Sequence[str]) -> Vectors:
-        calls.append(len(texts))
-        if len(calls) == 2:
-            raise RemoteError("injected embedding failure")
-        return await original(texts)
-
-    embedder.embed = fails_second_slice  # type: ignore[method-assign]
+    fail_second_slice(embedder)
     try:
         with pytest.raises(RemoteError, match="injected"):
             await service.ingest("jason", "1.4.4")

@@ -49,10 +49,10 @@ def sync_settings(fake: FakeHex, tmp_path: Path, **overrides: Any) -> Settings:
     return settings_for(fake, tmp_path, ai_rerank_model="off", **overrides)
 
 
-def make(settings: Settings) -> Hexlocal:
+def make(settings: Settings, embedder: HashingEmbedder | None = None) -> Hexlocal:
     return build(
         settings,
-        embedder=HashingEmbedder(),
+        embedder=embedder or HashingEmbedder(),
         reranker=None,
         registry=client_for(settings),
         load_models=False,
@@ -85,6 +85,13 @@ async def until(
         if loop.time() > deadline:
             raise AssertionError(f"state not reached: {states}")
         await asyncio.sleep(0.02)
+
+
+def complete(service: Hexlocal) -> bool:
+    """Every locked package indexed with its vectors (a partial one is listed indexed too,
+    keyword only)."""
+    packages = service.list_packages()
+    return len(packages) == len(LOCKED) and all(p.complete for p in packages)
 
 
 def forget(service: Hexlocal, name: str) -> None:
@@ -203,7 +210,7 @@ async def test_a_sync_cut_short_resumes_at_the_next_start_without_duplicates(
     second = make(settings)  # HEXLOCAL_SYNC_ON_START defaults to true
     try:
         await second.start()
-        await until(second, lambda s: all(x.state is SyncState.INDEXED for x in s.values()))
+        await until(second, lambda _: complete(second))
         # jason and mime are embedded from their stored chunks: not downloaded again.
         assert {n: docs_requests(fake_hex, n) for n in LOCKED} == {
             "jason": 0,
@@ -241,9 +248,7 @@ async def test_every_package_answers_by_keyword_before_any_vector(
     settings = sync_settings(fake_hex, tmp_path, answer_while_embedding=True)
     project(settings)
     embedder = GatedEmbedder()
-    service = build(
-        settings, embedder=embedder, reranker=None, registry=client_for(settings), load_models=False
-    )
+    service = make(settings, embedder)
     try:
         await service.sync(wait=False)
         await until(service, lambda _: len(service.list_packages()) == len(LOCKED))
@@ -254,7 +259,7 @@ async def test_every_package_answers_by_keyword_before_any_vector(
         across = await service.search_project_deps("encode a map as JSON")
         assert across.hits and across.hits[0].package == "jason"
         embedder.gate.set()
-        await until(service, lambda s: all(x.state is SyncState.INDEXED for x in s.values()))
+        await until(service, lambda _: complete(service))
         assert {p.status for p in service.list_packages()} == {"complete"}
         # One download each: the vectors were made from the stored chunks.
         assert {n: docs_requests(fake_hex, n) for n in LOCKED} == dict.fromkeys(LOCKED, 1)
@@ -272,9 +277,7 @@ async def test_a_search_meeting_the_first_pass_gets_its_chunks_and_embeds_that_p
     project(settings)
     fake_hex.fail("/repo/docs/telemetry-*", delay=1.0)
     embedder = GatedEmbedder()
-    service = build(
-        settings, embedder=embedder, reranker=None, registry=client_for(settings), load_models=False
-    )
+    service = make(settings, embedder)
     try:
         await service.sync(wait=False)
         await until(service, lambda s: s["telemetry"].state is SyncState.INDEXING)
@@ -287,7 +290,7 @@ async def test_a_search_meeting_the_first_pass_gets_its_chunks_and_embeds_that_p
         assert status.state == "running"
         assert not any(p.complete for p in service.list_packages())
         embedder.gate.set()
-        await until(service, lambda s: all(x.state is SyncState.INDEXED for x in s.values()))
+        await until(service, lambda _: complete(service))
         assert {n: docs_requests(fake_hex, n) for n in LOCKED} == dict.fromkeys(LOCKED, 1)
     finally:
         await service.aclose()
