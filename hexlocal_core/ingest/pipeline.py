@@ -193,12 +193,12 @@ async def index_items(
         meta=dict(request.meta or {}),
     )
     ids = await in_worker(lambda: store.replace_package(write))
-    embedded = len(plan.todo)
+    embedded = reused = 0
     if embed:
         rows = VectorRows.of_write(write, ids, plan.hashes)
         await _embed_into(store, embedder, rows, plan, slice_size, report, 0)
+        embedded, reused = len(plan.todo), total - len(plan.todo)
     else:
-        embedded = 0
         report(Phase.EMBEDDING, 0, total)  # searchable: the chunks answer by keyword
     log.info(
         "indexed %s %s: %d items, %d chunks, %d embedded, %d reused%s",
@@ -207,7 +207,7 @@ async def index_items(
         len(request.items),
         total,
         embedded,
-        total - embedded if embed else 0,
+        reused,
         "" if embed else " (chunks only: its vectors come later)",
     )
     return IngestReport(
@@ -217,7 +217,7 @@ async def index_items(
         items=len(request.items),
         chunks=total,
         embedded=embedded,
-        reused=total - embedded if embed else 0,
+        reused=reused,
         seconds=round(time.perf_counter() - t0, 3),
         notices=tuple(request.notices) + chunked.notices(request.package, request.version),
         skipped=dict(request.skipped or {}),
