@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Sequence
 
@@ -39,19 +38,15 @@ from hexlocal_core.search.fusion import (
     rerank_fuse,
     rrf,
 )
+from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
 from hexlocal_core.search.query_shape import Shape, parse_error, shape_of
+from hexlocal_core.search.rerank_input import passage, unusable_scores
 from hexlocal_core.search.sanitizer import to_phrases
 
 log = logging.getLogger("hexlocal.search")
 
 POOL = 10
 MODES = ("fts", "vector", "rrf", "rerank")
-# The head of each chunk the cross-encoder reads: ~100 word pieces, plus the title line.
-# ms-marco was trained on passages of about 60 words (~350 characters), so the opening
-# of a chunk is what it judges best, and its cost grows faster than linearly with length
-# (10 query-chunk pairs per call on 2 busy cores, p50: 1200 chars 1095 ms, 480: 773 ms,
-# 360: 598 ms; only the ratios matter, the machine was shared).
-RERANK_PASSAGE_CHARS = 360
 
 
 @frozen
@@ -84,6 +79,8 @@ class SearchTuning:
     # where the measurements are); 0 turns it off.
     feedback_weight: float = 0.6
     feedback_depth: int = 3
+    # Prose queries embed as the mean of the query and its plain words (search/query_rewrite.py).
+    vector_rewrite: bool = False
 
     def arm_weights(self, shape: Shape) -> tuple[float, float]:
         for name, fts, vec in self.shape_weights or ():
@@ -214,7 +211,8 @@ class SearchEngine:
         async def vector() -> tuple[list[int], Notice | None, Vectors | None]:
             if mode == "fts":
                 return [], None, None
-            return await self._vector(package, plan.vec_text, examples_only, clock, query_vector)
+            texts = texts_to_embed(plan.vec_text, package, plan.shape, self.tuning.vector_rewrite)
+            return await self._vector(package, texts, examples_only, clock, query_vector)
 
         # The keyword arm runs while the query is embedded (measured over stdio, 250 warm
         # calls: in-process p50 17.2 -> 16.0 ms, the same hits in every one).
@@ -366,7 +364,7 @@ class SearchEngine:
     async def _vector(
         self,
         package: str,
-        query: str,
+        texts: tuple[str, ...],
         examples_only: bool,
         clock: _Clock,
         given: Vectors | None = None,
@@ -385,7 +383,7 @@ class SearchEngine:
             return [], None, None
         t = time.perf_counter()
         try:
-            vector = given if given is not None else await self.embedder.embed_query(query)
+            vector = given if given is not None else await embed_mean(self.embedder, texts)
         except Exception as exc:  # noqa: BLE001 - an optional arm must not fail the answer
             self._warn_once(f"query embedding failed: {exc}", exc)
             return [], notices.embed_failed(str(exc) or type(exc).__name__), None
@@ -408,7 +406,7 @@ class SearchEngine:
         if self.reranker is None:
             return pool, {}, self._rerank_absent()
         rows = await asyncio.to_thread(self.store.hydrate, pool)
-        passages = [_passage(r) for r in rows]
+        passages = [passage(r) for r in rows]
         try:
             raw = await self.reranker.score(query, passages)
         except ModelUnavailable as exc:
@@ -418,7 +416,7 @@ class SearchEngine:
         except Exception as exc:  # noqa: BLE001 - an optional stage must not fail the answer
             self._warn_once(f"rerank failed: {exc}", exc)
             return pool, {}, notices.rerank_failed(str(exc) or type(exc).__name__)
-        problem = _unusable_scores(raw, len(rows))
+        problem = unusable_scores(raw, len(rows))
         if problem is not None:
             self._warn_once(f"rerank failed: {problem}")
             return pool, {}, notices.rerank_failed(problem)
@@ -458,26 +456,6 @@ def _rank(ids: list[int], cid: int) -> int | None:
         return ids.index(cid) + 1
     except ValueError:
         return None
-
-
-def _unusable_scores(raw: Sequence[float], expected: int) -> str | None:
-    """Why the reranker's output cannot be used, or None when it can."""
-    if len(raw) != expected:
-        return f"the cross-encoder returned {len(raw)} scores for {expected} passages"
-    try:
-        finite = all(math.isfinite(float(s)) for s in raw)
-    except (TypeError, ValueError):
-        finite = False
-    if not finite:
-        return "the cross-encoder returned a score that is not a finite number"
-    return None
-
-
-def _passage(row: ChunkRow) -> str:
-    head = row.title
-    if row.signature:
-        head = f"{head} {row.signature}"
-    return f"{head}\n{row.content[:RERANK_PASSAGE_CHARS]}"
 
 
 def hit_from_row(row: ChunkRow) -> Hit:
