@@ -1,7 +1,8 @@
-"""Retrieval benchmark: the three query sets, by kind, in one index.
+"""Retrieval benchmark: the query sets, by kind, in one index.
 
 Indexes every package@version that the dev set (../shared/eval/dev.jsonl), the bundled set
-(examples/eval/queries.jsonl) and the agent set (examples/eval/heldout_agent.jsonl) name,
+(examples/eval/queries.jsonl), the agent set (examples/eval/heldout_agent.jsonl) and the
+confirmation set (examples/eval/confirm_tasks.jsonl) name,
 into ONE database (so BM25 statistics and vector neighbours see the other packages, as a
 real project index does), with the real local embedder, then prints recall@5 / MRR@10 per
 set, mode and kind, and the warm in-process latency of mode rrf.
@@ -54,6 +55,7 @@ SETS = {
     "dev": SHARED / "eval" / "dev.jsonl",
     "examples": REPO / "examples" / "eval" / "queries.jsonl",
     "agent": REPO / "examples" / "eval" / "heldout_agent.jsonl",
+    "confirm": REPO / "examples" / "eval" / "confirm_tasks.jsonl",
 }
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"
 MAX_DOCS_BYTES = 200 * 1024 * 1024

@@ -26,9 +26,11 @@ from tests.conftest import HEXDOCS, REPO_ROOT, SHARED
 
 BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
 AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"
+CONFIRM = REPO_ROOT / "examples" / "eval" / "confirm_tasks.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
-# The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol).
-_ID = re.compile(r"^(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
+# confirmation set's ids start with `cf-`.
+_ID = re.compile(r"^(?:cf-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -53,7 +55,7 @@ def _items(package: str, version: str) -> tuple[DocItem, ...]:
 
 
 def _sets() -> list[Path]:
-    return [path for path in (BUNDLED, AGENT, DEV) if path.is_file()]
+    return [path for path in (BUNDLED, AGENT, CONFIRM, DEV) if path.is_file()]
 
 
 def _queries() -> list[tuple[str, EvalQuery]]:
@@ -113,10 +115,11 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
     assert all(q.note.strip() for q in queries), "every query says why its answer answers it"
 
 
-def test_agent_tasks_do_not_name_the_function_that_answers_them() -> None:
+@pytest.mark.parametrize("path", [AGENT, CONFIRM], ids=lambda p: p.name)
+def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
     # A task is asked in the user's words: naming the answering function would make it a
     # symbol query in disguise and measure the keyword arm instead of understanding.
-    for query in load_queries(AGENT):
+    for query in load_queries(path):
         if query.kind != "task":
             continue
         text = query.query.lower()
@@ -133,3 +136,15 @@ def test_agent_errors_are_pasted_output_not_questions() -> None:
     assert len(noisy) >= len(errors) // 2, "at least half carry realistic noise"
     for query in errors:
         assert not query.query.rstrip().endswith("?"), f"{query.id} reads like a question"
+
+
+def test_confirmation_set_is_tasks_over_enough_packages() -> None:
+    # Written for one pre-registered check (docs/decisions.md, retrieval lever 8): tasks
+    # only, in the user's words, none copied from the agent set.
+    queries = load_queries(CONFIRM)
+    packages = Counter(q.package for q in queries)
+    assert len(queries) >= 36 and {q.kind for q in queries} == {"task"}
+    assert len(packages) >= 6 and max(packages.values()) <= 8, packages
+    agent_texts = {q.query for q in load_queries(AGENT)}
+    assert not agent_texts & {q.query for q in queries}
+    assert all(q.note.strip() for q in queries)
