@@ -4,11 +4,14 @@ question goes, its subject stays; identifiers and error pastes are never rewritt
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hexlocal_core.index.store import Store
 from hexlocal_core.ports import Vectors
+from hexlocal_core.search.engine import SearchEngine, SearchTuning
 from hexlocal_core.search.query_rewrite import (
     embed_mean,
     mean_unit,
@@ -17,7 +20,7 @@ from hexlocal_core.search.query_rewrite import (
     texts_to_embed,
 )
 from hexlocal_core.search.query_shape import Shape
-from tests.helpers import HashingEmbedder
+from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
 
 @pytest.mark.parametrize(
@@ -102,3 +105,48 @@ async def test_embed_mean_makes_one_call_for_both_texts() -> None:
     assert both.shape == (1, embedder.dims) and abs(float(np.linalg.norm(both)) - 1.0) < 1e-5
     expected = mean_unit(await original(["How do I decode keys?", "decode keys"]))
     assert np.allclose(both, expected, atol=1e-6)
+
+
+class PlacedEmbedder(HashingEmbedder):
+    """Embeds the two texts of one question where the test places them."""
+
+    def __init__(self, placed: dict[str, np.ndarray]) -> None:
+        super().__init__(dims=4)
+        self.placed = placed
+        self.seen: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        self.seen.append(list(texts))
+        return np.stack([self.placed[t] for t in texts])
+
+    async def embed_query(self, text: str) -> Vectors:
+        return await self.embed([text])
+
+
+async def test_the_vector_arm_searches_from_the_mean_of_question_and_plain_words(
+    tmp_path: Path,
+) -> None:
+    # The question lands on X, its plain words on Y; the chunk between them (Z) is what
+    # the mean finds. Real SQLite and sqlite-vec; vector mode, so only the arm speaks.
+    e = np.eye(4, dtype=np.float32)
+    question, plain = "How do I frobnicate my widget?", "frobnicate widget"
+    embedder = PlacedEmbedder({question: e[0], plain: e[1]})
+    store = Store(tmp_path / "index.db")
+    vectors = {"X": e[0], "Y": e[1], "Z": (e[0] + e[1]) / np.sqrt(2), "W": e[3]}
+    chunks = [chunk_of(item(f"M.html#{n}", f"text {n}", package="m")) for n in vectors]
+    write_package(store, "m", chunks, np.stack(list(vectors.values())))
+
+    async def top(rewrite: bool, query: str = question) -> str:
+        tuning = SearchTuning(vector_rewrite=rewrite)
+        engine = SearchEngine(store, embedder, None, tuning=tuning)
+        outcome = await engine.search("m", query, limit=3, mode="vector", exact=False)
+        return outcome.hits[0].ref.removeprefix("M.html#")
+
+    try:
+        assert await top(rewrite=False) == "X"
+        assert embedder.seen[-1] == [question]
+        assert await top(rewrite=True) == "Z"
+        assert embedder.seen[-1] == [question, plain]  # one call for both
+        assert SearchTuning().vector_rewrite  # the default
+    finally:
+        store.close()

@@ -80,7 +80,7 @@ class SearchTuning:
     feedback_weight: float = 0.6
     feedback_depth: int = 3
     # Prose queries embed as the mean of the query and its plain words (search/query_rewrite.py).
-    vector_rewrite: bool = False
+    vector_rewrite: bool = True
 
     def arm_weights(self, shape: Shape) -> tuple[float, float]:
         for name, fts, vec in self.shape_weights or ():
