@@ -6,7 +6,7 @@ package's own BM25 ranks, fused across packages, which is what size must not dis
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -16,6 +16,7 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.store import Store
 from hexlocal_core.model import Hit, SyncState
+from hexlocal_core.ports import Vectors
 from hexlocal_core.search.cross_package import fuse_packages, search_many
 from hexlocal_core.search.engine import POOL, SearchEngine
 from hexlocal_core.service import Hexlocal, build
@@ -252,6 +253,35 @@ async def test_the_chunk_nearest_the_query_leads_whichever_package(tmp_path: Pat
     # Each package's own first hit has rank 1; beta's is the query's own text.
     assert (outcome.hits[0].package, outcome.hits[0].ref) == ("beta", "202")
     assert {"embed", "vec", "distances", "merge", "total"} <= set(outcome.timings_ms)
+
+
+async def test_project_wide_search_embeds_the_question_as_one_search_does(
+    tmp_path: Path,
+) -> None:
+    # One embedding for all packages, of the same texts a single-package search embeds:
+    # the question and its plain words (search/query_rewrite.py), in one call.
+    store = Store(tmp_path / "index.db")
+    for name in ("alpha", "beta"):
+        write_package(store, name, [chunk_of(item(f"{name}1", "text", package=name))])
+    embedder = HashingEmbedder()
+    calls: list[list[str]] = []
+    original = embedder.embed
+
+    async def recording(texts: Sequence[str]) -> Vectors:
+        calls.append(list(texts))
+        return await original(texts)
+
+    embedder.embed = recording  # type: ignore[method-assign]
+    engine = SearchEngine(store, embedder, None)
+    question = "How can I make my pool bigger?"
+    try:
+        await search_many(engine, ["alpha", "beta"], question, limit=3, mode="vector")
+        across = list(calls)
+        calls.clear()
+        await engine.search("alpha", question, limit=3, mode="vector", exact=False)
+    finally:
+        store.close()
+    assert across == calls == [[question, "make pool bigger"]]
 
 
 # -- the faces ------------------------------------------------------------------------------
