@@ -163,15 +163,8 @@ async def index_items(
     `embed=False`: stop after the chunks, the package 'partial' (`finish_stored` ends it)."""
     t0 = started or time.perf_counter()
 
-    def report(phase: Phase, embedded: int = 0, total: int = 0) -> None:
-        if progress:
-            progress(
-                IngestProgress(
-                    request.package, request.version, phase, len(request.items), total, embedded
-                )
-            )
-
-    report(Phase.CHUNKING)
+    report = _reporter(progress, request.package, request.version, len(request.items))
+    report(Phase.CHUNKING, 0, 0)
     chunked = await in_worker(lambda: chunk_items(request.items))
     chunks = chunked.chunks
     total = len(chunks)
@@ -241,14 +234,7 @@ async def finish_stored(
     package = stored.package
     total = package.chunk_count
 
-    def report(phase: Phase, embedded: int = 0, count: int = 0) -> None:
-        if progress:
-            progress(
-                IngestProgress(
-                    package.name, package.version, phase, package.item_count, count, embedded
-                )
-            )
-
+    report = _reporter(progress, package.name, package.version, package.item_count)
     rows = evolve(stored.rows, embed_model=embedder.model_id, embed_provider=provider_of(embedder))
     plan = await EmbeddingPlan.of_texts(store, embedder.model_id, stored.texts, rows.text_hashes)
     await _embed_into(store, embedder, rows, plan, slice_size, report, total - len(rows.ids))
@@ -272,13 +258,26 @@ async def finish_stored(
     )
 
 
+Report = Callable[[Phase, int, int], None]  # (phase, chunks embedded, chunks in all)
+
+
+def _reporter(progress: ProgressFn | None, package: str, version: str, items: int) -> Report:
+    """The package version's progress updates, for `progress` (None: nobody listens)."""
+
+    def report(phase: Phase, embedded: int, total: int) -> None:
+        if progress:
+            progress(IngestProgress(package, version, phase, items, total, embedded))
+
+    return report
+
+
 async def _embed_into(
     store: DocsStore,
     embedder: Embedder,
     rows: VectorRows,
     plan: EmbeddingPlan,
     slice_size: int,
-    report: Callable[[Phase, int, int], None],
+    report: Report,
     done: int,
 ) -> None:
     """The cached vectors, then each embedded slice, written as they come (a transaction
