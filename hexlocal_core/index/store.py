@@ -139,10 +139,15 @@ class Unembedded:
 
     @classmethod
     def of(
-        cls, package: IndexedPackage, missing: Sequence[tuple[int, str, str, bool]]
+        cls,
+        package: IndexedPackage,
+        stored: Sequence[tuple[int, str, str, bool]],
+        embedded: set[int],
     ) -> Unembedded:
-        """`missing`: (chunk id, embed_hash, embedded text, has_example) rows. The model is
-        the package's; the provider is the embedder's to fill in (see `finish_stored`)."""
+        """`stored`: the package's (chunk id, embed_hash, embedded text, has_example) rows;
+        `embedded`: the ids that have a vector. The model is the package's; the provider
+        is the embedder's to fill in (see `finish_stored`)."""
+        missing = [r for r in stored if r[0] not in embedded]
         rows = VectorRows(
             package.name,
             package.version,
@@ -347,8 +352,7 @@ class Store:
         if vector_tables_exist(conn):  # partition-key equality: one package's rows only
             found = conn.execute(f"SELECT rowid FROM {CHUNK_VEC_TABLE} WHERE package = ?", (name,))
             have = {int(r[0]) for r in found}
-        missing = [r for r in chunks.embedding_rows(conn, name) if r[0] not in have]
-        return Unembedded.of(package, missing)
+        return Unembedded.of(package, chunks.embedding_rows(conn, name), have)
 
     def mark_complete(self, name: str, version: str) -> bool:
         """The 'partial' package version has all its vectors; False if it is gone."""

@@ -270,8 +270,7 @@ class PgStore:
             return None
         with self._ex.connection() as conn:
             have = vectors.stored_ids(conn, name)
-        missing = [r for r in pg_chunks.embedding_rows(self._ex, name) if r[0] not in have]
-        return Unembedded.of(package, missing)
+        return Unembedded.of(package, pg_chunks.embedding_rows(self._ex, name), have)
 
     def mark_complete(self, name: str, version: str) -> bool:
         """The 'partial' package version has all its vectors (its HNSW index is built now,
