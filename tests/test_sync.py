@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hexlocal_core.config import Settings
+from hexlocal_core.errors import NotFound
 from hexlocal_core.index.db import rows, scalar
 from hexlocal_core.index.store import Store
 from hexlocal_core.index.sync_store import SyncRow
@@ -292,6 +293,28 @@ async def test_a_search_meeting_the_first_pass_gets_its_chunks_and_embeds_that_p
         embedder.gate.set()
         await until(service, lambda _: complete(service))
         assert {n: docs_requests(fake_hex, n) for n in LOCKED} == dict.fromkeys(LOCKED, 1)
+    finally:
+        await service.aclose()
+
+
+async def test_a_search_meeting_a_first_pass_that_fails_gets_that_failure_from_one_download(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # telemetry's docs are gone (a 404) and the user asks about it while the first pass is
+    # fetching them: the answer is that failure, the one the sync records, not a second
+    # download of its own.
+    settings = sync_settings(fake_hex, tmp_path, answer_while_embedding=True)
+    project(settings)
+    fake_hex.fail("/repo/docs/telemetry-*", status=404, delay=1.0)
+    service = make(settings, GatedEmbedder())
+    try:
+        await service.sync(wait=False)
+        await until(service, lambda s: s["telemetry"].state is SyncState.INDEXING)
+        with pytest.raises(NotFound, match="telemetry"):
+            await service.search_docs("telemetry", "attach a handler to an event")
+        states = await until(service, lambda s: s["telemetry"].state is SyncState.FAILED)
+        assert "no docs" in (states["telemetry"].reason or "")
+        assert docs_requests(fake_hex, "telemetry") == 1
     finally:
         await service.aclose()
 

@@ -7,14 +7,14 @@ guard runs once per call that may download, before the first request of a new pa
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from pathlib import Path
 
 from attrs import evolve, frozen
 
-from hexlocal_core.errors import ModelError, RemoteError
+from hexlocal_core.cancel import IngestCancelled
+from hexlocal_core.errors import HexlocalError, ModelError, RemoteError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
 from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
@@ -158,7 +158,7 @@ class Indexing:
         resolved = await self.resolve(package, version)
         notices = list(self._startup_notices) + list(resolved.notices)
         timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
-        await self._after_chunks_only(resolved.name, timeout)
+        await self._after_chunks_only(resolved.name, resolved.version, timeout)
         indexed = self._store.package(resolved.name)
         running = self._jobs.running(resolved.name)
         searchable = searchable and self._answer_while_embedding
@@ -252,15 +252,24 @@ class Indexing:
             self._jobs.collect(resolved.name)
         return True
 
-    async def _after_chunks_only(self, name: str, timeout: float | None) -> None:
+    async def _after_chunks_only(self, name: str, version: str, timeout: float | None) -> None:
         """Lets a running chunks-only job end (its download and parse; within the call's
         budget), so the call that came meanwhile finds the chunks and starts the job that
-        embeds them."""
+        embeds them. If it failed for the version this call wants (a 404, corrupt docs),
+        that failure is the call's answer: starting a job of its own would download again."""
         job = self._jobs.running(name)
         if job is None or job.embeds:
             return
-        with contextlib.suppress(Exception):  # its failure is the next job's to meet again
+        try:
             await self._jobs.wait(job, timeout)
+        except HexlocalError as exc:
+            # A sync stopped under it (cancelled), or another version: this call's own job
+            # takes over.
+            if job.version == version and not isinstance(exc, IngestCancelled):
+                self._jobs.collect(name)
+                raise
+        except Exception:  # not the domain's: the next job meets it again
+            pass
         if job.done:
             self._jobs.collect(name)
 
