@@ -2,12 +2,16 @@
 
 Indexes every package@version that the dev set (../shared/eval/dev.jsonl), the bundled set
 (examples/eval/queries.jsonl), the agent set (examples/eval/heldout_agent.jsonl) and the
-confirmation set (examples/eval/confirm_tasks.jsonl) name,
+confirmation sets (examples/eval/confirm_tasks.jsonl, confirm_errors.jsonl) name,
 into ONE database (so BM25 statistics and vector neighbours see the other packages, as a
 real project index does), with the real local embedder, then prints recall@5 / MRR@10 per
 set, mode and kind, and the warm in-process latency of mode rrf.
 
     python benchmarks/bench_retrieval.py [--db PATH] [--modes fts,vector,rrf] [--json OUT]
+
+An index holds one version of a package, so sets that pin two versions of one package
+(the error confirmation set reads jason 1.4.5 and decimal 3.1.1, the dev set 1.4.4 and
+2.3.0) are refused together: run them with separate `--db` files.
 
 The database is reused: a second run indexes only what is missing, or what today's parser
 and chunker make differently from what is stored (vectors of unchanged texts come from the
@@ -56,7 +60,9 @@ SETS = {
     "examples": REPO / "examples" / "eval" / "queries.jsonl",
     "agent": REPO / "examples" / "eval" / "heldout_agent.jsonl",
     "confirm": REPO / "examples" / "eval" / "confirm_tasks.jsonl",
+    "errors": REPO / "examples" / "eval" / "confirm_errors.jsonl",
 }
+DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"
 MAX_DOCS_BYTES = 200 * 1024 * 1024
 
@@ -76,6 +82,15 @@ def _current(store: Store, request: IndexRequest) -> bool:
         return False
     made = [(c.item.ref, c.ordinal, c.content_hash) for c in chunk_items(request.items).chunks]
     return sorted(made) == sorted(store.stored_hashes(request.package))
+
+
+def version_clashes(queries: Sequence[EvalQuery]) -> dict[str, set[str]]:
+    """Packages the queries pin at more than one version (one index holds one of each)."""
+    pinned: dict[str, set[str]] = {}
+    for q in queries:
+        if q.version is not None:
+            pinned.setdefault(q.package, set()).add(q.version)
+    return {name: versions for name, versions in pinned.items() if len(versions) > 1}
 
 
 async def build_index(store: Store, embedder: Embedder, queries: Sequence[EvalQuery]) -> None:
@@ -117,6 +132,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     console = Console(highlight=False, width=160)
     sets = {name: load_queries(path) for name, path in SETS.items() if name in args.sets}
+    clashes = version_clashes([q for qs in sets.values() for q in qs])
+    if clashes:
+        pins = "; ".join(f"{n} {', '.join(sorted(v))}" for n, v in sorted(clashes.items()))
+        raise SystemExit(f"these sets pin two versions of a package ({pins}): use one --db each")
     args.db.parent.mkdir(parents=True, exist_ok=True)
     store = Store(args.db)
     embedder = build_local_embedder(Settings.from_env())
@@ -168,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--db", type=Path, default=DEFAULT_DB)
     parser.add_argument("--modes", type=_names, default=("fts", "vector", "rrf"))
-    parser.add_argument("--sets", type=_names, default=tuple(SETS))
+    parser.add_argument("--sets", type=_names, default=DEFAULT_SETS)
     parser.add_argument("--json", type=Path, help="write every query's outcome here")
     parser.add_argument("--ingest-only", action="store_true")
     parser.add_argument(

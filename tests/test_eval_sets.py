@@ -27,10 +27,11 @@ from tests.conftest import HEXDOCS, REPO_ROOT, SHARED
 BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
 AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"
 CONFIRM = REPO_ROOT / "examples" / "eval" / "confirm_tasks.jsonl"
+CONFIRM_ERRORS = REPO_ROOT / "examples" / "eval" / "confirm_errors.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
-# confirmation set's ids start with `cf-`.
-_ID = re.compile(r"^(?:cf-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors).
+_ID = re.compile(r"^(?:c[fe]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -55,7 +56,7 @@ def _items(package: str, version: str) -> tuple[DocItem, ...]:
 
 
 def _sets() -> list[Path]:
-    return [path for path in (BUNDLED, AGENT, CONFIRM, DEV) if path.is_file()]
+    return [path for path in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, DEV) if path.is_file()]
 
 
 def _queries() -> list[tuple[str, EvalQuery]]:
@@ -129,9 +130,10 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
                 assert named["name"].lower() not in text, f"{query.id} names {named['name']}"
 
 
-def test_agent_errors_are_pasted_output_not_questions() -> None:
+@pytest.mark.parametrize("path", [AGENT, CONFIRM_ERRORS], ids=lambda p: p.name)
+def test_errors_are_pasted_output_not_questions(path: Path) -> None:
     # What an agent pastes is the printed message, often with PIDs, paths and line numbers.
-    errors = [q for q in load_queries(AGENT) if q.kind == "error"]
+    errors = [q for q in load_queries(path) if q.kind == "error"]
     noisy = [q for q in errors if re.search(r"#PID<|#Reference<|\.exs?:\d+|\d{4,}ms", q.query)]
     assert len(noisy) >= len(errors) // 2, "at least half carry realistic noise"
     for query in errors:
@@ -145,6 +147,18 @@ def test_confirmation_set_is_tasks_over_enough_packages() -> None:
     packages = Counter(q.package for q in queries)
     assert len(queries) >= 36 and {q.kind for q in queries} == {"task"}
     assert len(packages) >= 6 and max(packages.values()) <= 8, packages
+    agent_texts = {q.query for q in load_queries(AGENT)}
+    assert not agent_texts & {q.query for q in queries}
+    assert all(q.note.strip() for q in queries)
+
+
+def test_error_confirmation_set_is_errors_over_enough_packages() -> None:
+    # Written for one pre-registered check of the error-paste levers (docs/decisions.md,
+    # retrieval lever 11): errors only, none copied from the agent set.
+    queries = load_queries(CONFIRM_ERRORS)
+    packages = Counter(q.package for q in queries)
+    assert len(queries) >= 48 and {q.kind for q in queries} == {"error"}
+    assert len(packages) >= 9 and max(packages.values()) <= 8, packages
     agent_texts = {q.query for q in load_queries(AGENT)}
     assert not agent_texts & {q.query for q in queries}
     assert all(q.note.strip() for q in queries)
