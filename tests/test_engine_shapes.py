@@ -69,12 +69,12 @@ async def test_an_error_paste_finds_the_function_that_raised(store: Store) -> No
 )
 def test_other_shapes_are_searched_as_typed(query: str) -> None:
     plan = plan_query(query, SearchTuning())
-    assert (plan.fts_text, plan.vec_text) == (query, query)
+    assert (plan.fts_text, plan.vec_texts[0]) == (query, query)
 
 
 def test_an_error_plan_drops_the_noise_and_keeps_the_raising_function() -> None:
     plan = plan_query(FUNCTION_CLAUSE, SearchTuning())
     assert plan.shape is Shape.ERROR
-    for text in (plan.fts_text, plan.vec_text):
+    for text in (plan.fts_text, *plan.vec_texts):
         assert "lib/formatter.ex" not in text and "99" not in text and "1.4.4" not in text
         assert "Jason.Formatter.minimize/2" in text

@@ -42,7 +42,7 @@ from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.arms import vector_arm
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome, plan_query
-from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
+from hexlocal_core.search.query_rewrite import embed_mean
 from hexlocal_core.search.sanitizer import STOPWORDS, light_stem
 
 log = logging.getLogger("hexlocal.search")
@@ -244,9 +244,7 @@ async def embed_once(engine: SearchEngine, query: str) -> Vectors | None:
     if not await asyncio.to_thread(ready):
         return None
     try:
-        plan = plan_query(query, engine.tuning)
-        texts = texts_to_embed(plan.vec_text, "", plan.shape, engine.tuning.vector_rewrite)
-        return await embed_mean(engine.embedder, texts)
+        return await embed_mean(engine.embedder, plan_query(query, engine.tuning).vec_texts)
     except Exception as exc:  # noqa: BLE001 - the engine's answers carry the notice
         log.debug("query embedding failed: %s", exc)
         return None

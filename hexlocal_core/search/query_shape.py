@@ -38,7 +38,7 @@ class ErrorQuery:
 
     exceptions: tuple[str, ...]  # `DBConnection.ConnectionError`, in order of appearance
     message: str  # the cleaned message text: noise removed, exception modules kept out
-    functions: tuple[str, ...]  # `Mod.fun/2` the message or the top stack frames name
+    functions: tuple[str, ...]  # `Mod.fun/2` the message or its stack frames name
 
     @property
     def text(self) -> str:
@@ -73,7 +73,6 @@ _ERLANG_MFA = re.compile(
 )
 _STACK_FRAME = re.compile(r"^\s*(?:\([a-z_]\w* [\d.]+[^)]*\)\s+)?\S+\.(?:exs?|erl):\d+:", re.M)
 _SPACES = re.compile(r"[ \t]+")
-_MAX_FRAMES = 3  # the raising function is at the top; deeper frames are the user's app
 
 
 def shape_of(query: str) -> Shape:
@@ -120,17 +119,9 @@ def parse_error(query: str) -> ErrorQuery:
 
 
 def _raising_functions(query: str) -> tuple[str, ...]:
-    """Functions the message names, then those of the first stack frames, deduplicated."""
-    named: list[str] = []
-    frames = [m.end() for m in _STACK_FRAME.finditer(query)][:_MAX_FRAMES]
-    frame_text = " ".join(_rest_of_line(query, end) for end in frames)
+    """Functions named anywhere in the paste, in order, deduplicated: the message's, then
+    every stack frame's (a frame's app and path are stripped, its function stays)."""
     body = _STACK_FRAME.sub(" ", query)
-    for source in (body, frame_text):
-        named.extend(m.group(0) for m in _MFA.finditer(source))
-        named.extend(m.group(0).lstrip(":") for m in _ERLANG_MFA.finditer(source))
+    named = [m.group(0) for m in _MFA.finditer(body)]
+    named.extend(m.group(0).lstrip(":") for m in _ERLANG_MFA.finditer(body))
     return tuple(dict.fromkeys(named))
-
-
-def _rest_of_line(text: str, start: int) -> str:
-    end = text.find("\n", start)
-    return text[start : end if end >= 0 else len(text)]
