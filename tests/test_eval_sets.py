@@ -28,10 +28,12 @@ BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
 AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"
 CONFIRM = REPO_ROOT / "examples" / "eval" / "confirm_tasks.jsonl"
 CONFIRM_ERRORS = REPO_ROOT / "examples" / "eval" / "confirm_errors.jsonl"
+HELDOUT_ERRORS = REPO_ROOT / "examples" / "eval" / "heldout_errors.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
-# confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors).
-_ID = re.compile(r"^(?:c[fe]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error
+# set's with `he-`.
+_ID = re.compile(r"^(?:c[fe]-|he-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -56,7 +58,11 @@ def _items(package: str, version: str) -> tuple[DocItem, ...]:
 
 
 def _sets() -> list[Path]:
-    return [path for path in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, DEV) if path.is_file()]
+    return [
+        path
+        for path in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, DEV)
+        if path.is_file()
+    ]
 
 
 def _queries() -> list[tuple[str, EvalQuery]]:
@@ -130,7 +136,7 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
                 assert named["name"].lower() not in text, f"{query.id} names {named['name']}"
 
 
-@pytest.mark.parametrize("path", [AGENT, CONFIRM_ERRORS], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS], ids=lambda p: p.name)
 def test_errors_are_pasted_output_not_questions(path: Path) -> None:
     # What an agent pastes is the printed message, often with PIDs, paths and line numbers.
     errors = [q for q in load_queries(path) if q.kind == "error"]
@@ -152,13 +158,26 @@ def test_confirmation_set_is_tasks_over_enough_packages() -> None:
     assert all(q.note.strip() for q in queries)
 
 
-def test_error_confirmation_set_is_errors_over_enough_packages() -> None:
-    # Written for one pre-registered check of the error-paste levers (docs/decisions.md,
-    # retrieval lever 11): errors only, none copied from the agent set.
-    queries = load_queries(CONFIRM_ERRORS)
+@pytest.mark.parametrize(
+    ("path", "size", "spread", "most"),
+    [(CONFIRM_ERRORS, 48, 9, 8), (HELDOUT_ERRORS, 60, 12, 7)],
+    ids=lambda v: getattr(v, "name", str(v)),
+)
+def test_error_sets_are_errors_over_enough_packages(
+    path: Path, size: int, spread: int, most: int
+) -> None:
+    # Each written before any search ran on it, for a check decided in advance
+    # (docs/decisions.md, retrieval levers 11 and 12): errors only, none copied from the
+    # other error sets.
+    queries = load_queries(path)
     packages = Counter(q.package for q in queries)
-    assert len(queries) >= 48 and {q.kind for q in queries} == {"error"}
-    assert len(packages) >= 9 and max(packages.values()) <= 8, packages
-    agent_texts = {q.query for q in load_queries(AGENT)}
-    assert not agent_texts & {q.query for q in queries}
+    assert len(queries) >= size and {q.kind for q in queries} == {"error"}
+    assert len(packages) >= spread and max(packages.values()) <= most, packages
+    others = {
+        q.query
+        for other in (AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS)
+        if other != path
+        for q in load_queries(other)
+    }
+    assert not others & {q.query for q in queries}
     assert all(q.note.strip() for q in queries)
