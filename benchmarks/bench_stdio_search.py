@@ -115,6 +115,9 @@ def server_env(fake: FakeHex, db: Path, project: Path, log_file: Path) -> dict[s
         DATABASE_PATH=str(db),
         AI_RERANK_MODEL="off",
         HEXLOCAL_SYNC_ON_START="false",
+        # The first call waits for the vectors too. Answering from the chunks alone left a
+        # package partial, and every later run embedded it in both processes while timing.
+        HEXLOCAL_ANSWER_WHILE_EMBEDDING="false",
         INGEST_TIMEOUT_MS=str(int(INGEST_TIMEOUT_S * 1000)),
         MCP_LOG_FILE=str(log_file),
         PYTHONUNBUFFERED="1",
