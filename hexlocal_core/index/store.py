@@ -127,6 +127,14 @@ class VectorRows:
             has_example=tuple(self.has_example[i] for i in positions),
         )
 
+    def missing(self, vectors: Vectors, present: set[int]) -> tuple[VectorRows, Vectors]:
+        """These rows and their vectors without the chunks that have a vector already:
+        another process finishing the same package version wrote them first."""
+        keep = [i for i, chunk_id in enumerate(self.ids) if chunk_id not in present]
+        if len(keep) == len(self.ids):
+            return self, vectors
+        return self.take(keep), vectors[keep]
+
 
 @frozen
 class Unembedded:
@@ -333,11 +341,14 @@ class Store:
     def add_vectors(self, rows: VectorRows, vectors: Vectors) -> bool:
         """The vectors of these stored chunks of a 'partial' package version, in one
         transaction; False, writing nothing, when the package no longer holds that version
-        (another writer replaced it meanwhile)."""
+        (another writer replaced it meanwhile). Chunks that have a vector already are
+        skipped, and a version another process completed meanwhile is left as it is."""
         conn = self.conn
         with atomic(conn):
-            if not self._holds(conn, rows.name, rows.version, "partial"):
-                return False
+            status = self._status_at(conn, rows.name, rows.version)
+            if status != "partial":
+                return status == "complete"
+            rows, vectors = rows.missing(vectors, self._vector_ids(conn, rows.name))
             self._insert_vectors(conn, rows, vectors)
         return True
 
@@ -348,29 +359,33 @@ class Store:
         if package is None or package.version != version or package.complete:
             return None
         conn = self.conn
-        have: set[int] = set()
-        if vector_tables_exist(conn):  # partition-key equality: one package's rows only
-            found = conn.execute(f"SELECT rowid FROM {CHUNK_VEC_TABLE} WHERE package = ?", (name,))
-            have = {int(r[0]) for r in found}
+        have = self._vector_ids(conn, name)
         return Unembedded.of(package, chunks.embedding_rows(conn, name), have)
 
     def mark_complete(self, name: str, version: str) -> bool:
-        """The 'partial' package version has all its vectors; False if it is gone."""
+        """The 'partial' package version has all its vectors; False if it is gone (True if
+        another process completed it first)."""
         conn = self.conn
         with atomic(conn):
-            if not self._holds(conn, name, version, "partial"):
-                return False
+            status = self._status_at(conn, name, version)
+            if status != "partial":
+                return status == "complete"
             conn.execute("UPDATE packages SET status = 'complete' WHERE name = ?", (name,))
         return True
 
-    def _holds(self, conn: apsw.Connection, name: str, version: str, status: str) -> bool:
-        return bool(
-            scalar(
-                conn,
-                "SELECT 1 FROM packages WHERE name = ? AND version = ? AND status = ?",
-                (name, version, status),
-            )
+    def _status_at(self, conn: apsw.Connection, name: str, version: str) -> str | None:
+        """'partial' or 'complete' if the index holds this version of the package, else None."""
+        found = scalar(
+            conn, "SELECT status FROM packages WHERE name = ? AND version = ?", (name, version)
         )
+        return None if found is None else str(found)
+
+    def _vector_ids(self, conn: apsw.Connection, name: str) -> set[int]:
+        if not vector_tables_exist(conn):
+            return set()
+        # Partition-key equality: one package's rows only.
+        found = conn.execute(f"SELECT rowid FROM {CHUNK_VEC_TABLE} WHERE package = ?", (name,))
+        return {int(r[0]) for r in found}
 
     def _insert_chunk(self, conn: apsw.Connection, package: str, chunk: Chunk) -> int:
         values = chunks.chunk_values(package, chunk, split_terms(chunk.item.title, chunk.content))

@@ -88,7 +88,9 @@ def test_vectors_arrive_slice_by_slice_then_the_package_is_complete(
     pkg = docs_store.package("pool")
     assert pkg is not None and pkg.status == "complete"
     assert sorted(_nearest(docs_store)) == sorted(ids)
-    assert not docs_store.mark_complete("pool", "1.0.0")  # only a partial one completes
+    # Completing it again (another process finished it first) is no failure and no change.
+    assert docs_store.mark_complete("pool", "1.0.0")
+    assert docs_store.package("pool") == pkg
 
 
 def test_a_write_replaced_meanwhile_adds_nothing(docs_store: DocsStore) -> None:
@@ -103,6 +105,25 @@ def test_a_write_replaced_meanwhile_adds_nothing(docs_store: DocsStore) -> None:
     pkg = docs_store.package("pool")
     assert pkg is not None and (pkg.version, pkg.status) == ("2.0.0", "partial")
     assert _nearest(docs_store) == []
+
+
+def test_two_finishers_of_one_partial_version_both_succeed_once_each(
+    docs_store: DocsStore,
+) -> None:
+    # Two processes on one index finishing the same cut-short package (two MCP clients on
+    # one project, two team servers): their slices overlap. The later slice skips what
+    # the earlier one wrote (it failed on the vector table's key before), and the slower
+    # finisher's last writes after the other completed are no error.
+    write, vectors = _write()
+    ids = docs_store.replace_package(write)
+    assert docs_store.add_vectors(_rows(write, ids, [0, 1, 2, 3]), vectors[:4])  # one
+    assert docs_store.add_vectors(_rows(write, ids, [2, 3, 4, 5]), vectors[2:])  # the other
+    assert docs_store.mark_complete("pool", "1.0.0")
+    assert docs_store.add_vectors(_rows(write, ids, [0, 1]), vectors[:2])  # the slower one
+    assert docs_store.mark_complete("pool", "1.0.0")
+    assert sorted(_nearest(docs_store)) == sorted(ids)  # one vector per chunk
+    found = docs_store.session().chunks.stored_vectors("pool", ids)
+    assert all(np.allclose(found[ids[i]], vectors[i], atol=1e-6) for i in range(len(ids)))
 
 
 def test_a_write_with_its_vectors_is_complete_at_once(docs_store: DocsStore) -> None:

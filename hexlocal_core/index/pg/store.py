@@ -252,14 +252,19 @@ class PgStore:
 
     def add_vectors(self, rows: VectorRows, vecs: Vectors) -> bool:
         """Vectors for these stored chunks of a 'partial' package version, in one
-        transaction; False, writing nothing, when the package no longer holds that version."""
+        transaction; False, writing nothing, when the package no longer holds that version.
+        Chunks that have a vector already are skipped, and a version another server
+        completed meanwhile is left as it is."""
         if not rows.ids:
             return True
         with self._db.transaction() as conn:
             _lock_package(conn, rows.name)
-            if not _holds_partial(conn, rows.name, rows.version):
-                return False
-            _add_vectors(conn, rows, vecs)
+            status = _status_at(conn, rows.name, rows.version)
+            if status != "partial":
+                return status == "complete"
+            rows, vecs = rows.missing(vecs, vectors.stored_ids(conn, rows.name))
+            if rows.ids:
+                _add_vectors(conn, rows, vecs)
         return True
 
     def unembedded(self, name: str, version: str) -> Unembedded | None:
@@ -274,11 +279,12 @@ class PgStore:
 
     def mark_complete(self, name: str, version: str) -> bool:
         """The 'partial' package version has all its vectors (its HNSW index is built now,
-        once); False if it is gone."""
+        once); False if it is gone (True if another server completed it first)."""
         with self._db.transaction() as conn:
             _lock_package(conn, name)
-            if not _holds_partial(conn, name, version):
-                return False
+            status = _status_at(conn, name, version)
+            if status != "partial":
+                return status == "complete"
             if vectors.exists(conn, name):
                 vectors.index(conn, name)
             conn.execute("UPDATE packages SET status = 'complete' WHERE name = %s", (name,))
@@ -355,12 +361,12 @@ def _add_vectors(conn: Connection, rows: VectorRows, vecs: Vectors) -> None:
     vectors.cache_package(conn, rows.name, rows.embed_model, dims, rows.ids)
 
 
-def _holds_partial(conn: Connection, name: str, version: str) -> bool:
+def _status_at(conn: Connection, name: str, version: str) -> str | None:
+    """'partial' or 'complete' if the index holds this version of the package, else None."""
     found = conn.execute(
-        "SELECT 1 FROM packages WHERE name = %s AND version = %s AND status = 'partial'",
-        (name, version),
+        "SELECT status FROM packages WHERE name = %s AND version = %s", (name, version)
     ).fetchone()
-    return found is not None
+    return None if found is None else str(found[0])
 
 
 def _lock_package(conn: Connection, name: str) -> None:
