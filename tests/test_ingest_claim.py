@@ -82,7 +82,7 @@ async def test_a_version_another_server_indexed_is_not_downloaded_again(
     )
     assert fake_hex.requests_to("*jason*") == []
     assert store.released == 1
-    assert any("another hexlocal server" in p.message for p in heard)
+    assert any("another hexlocal process" in p.message for p in heard)
 
 
 async def test_the_claim_holder_ingests_and_releases(
@@ -132,7 +132,7 @@ async def test_a_waiting_server_answers_by_keyword_once_the_other_wrote_the_chun
             break
         await asyncio.sleep(0.01)
     assert [p.message for p in heard if p.phase == Phase.EMBEDDING] == [
-        "another hexlocal server sharing this index is embedding it"
+        "another hexlocal process sharing this index is embedding it"
     ]
     assert store.mark_complete("jason", "1.4.4")  # the other server's last vector...
     store.free.set()  # ...and its claim released

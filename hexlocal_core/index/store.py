@@ -22,6 +22,7 @@ from hexlocal_core.errors import StoreError
 from hexlocal_core.index import chunks
 from hexlocal_core.index.chunks import ChunkRow
 from hexlocal_core.index.db import ConnectionPool, atomic, scalar, utcnow
+from hexlocal_core.index.file_claim import FileClaim, try_file_claim
 from hexlocal_core.index.migrations import SCHEMA_VERSION, migrate
 from hexlocal_core.index.sqlite_session import (
     SqliteJobs,
@@ -243,11 +244,10 @@ class Store:
     def usage(self) -> StoreUsageSink:
         return self._usage
 
-    def try_ingest_claim(self, package: str, version: str) -> _FreeClaim:
-        # One user's file: inside a process the job registry already runs one job per
-        # package, and the sync queue's claimed rows keep two processes apart; a search
-        # racing a sync at worst ingests twice, each write whole (one transaction).
-        return _FreeClaim()
+    def try_ingest_claim(self, package: str, version: str) -> FileClaim | None:
+        """The right to ingest `package@version`, or None while another process holds it
+        (a file lock beside the database: index/file_claim.py)."""
+        return try_file_claim(self.path, package, version)
 
     def close(self) -> None:
         self._pool.close()
@@ -466,11 +466,6 @@ class Store:
     def hydrate(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Rows for the ids, in the order given; ids not stored are left out."""
         return chunks.hydrate(self.conn, ids)
-
-
-class _FreeClaim:
-    def release(self) -> None:
-        return None
 
 
 def _insert_embedding_config(conn: apsw.Connection, model: str, dims: int, provider: str) -> None:

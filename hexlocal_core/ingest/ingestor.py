@@ -35,7 +35,8 @@ from hexlocal_core.model import (
 from hexlocal_core.ports import Embedder, HexRegistry
 from hexlocal_core.versions import ELIXIR_APPS
 
-# How often a server waiting on another's claim looks again (team mode only).
+# How often a process waiting on another's claim (a file lock, or PostgreSQL's advisory lock)
+# looks again.
 CLAIM_POLL_S = 0.5
 
 
@@ -95,7 +96,7 @@ class Ingestor:
     ) -> IngestReport:
         """Plans, reads and indexes one package version; writes nothing unless it all works.
 
-        Servers sharing one index (team mode) ingest a package version once: this one
+        Processes sharing one index ingest a package version once: this one
         waits while another holds the claim, and answers from its work when it is done.
         `from_store`: a version whose chunks are stored, partial, is finished from them
         (False: a refresh reads the docs again). `embed=False`: the chunks only.
@@ -135,13 +136,13 @@ class Ingestor:
                     return None
                 return claim
             if not waited:
-                message = "another hexlocal server sharing this index is indexing it; waiting"
+                message = "another hexlocal process sharing this index is indexing it; waiting"
                 progress(IngestProgress(name, version, Phase.RESOLVING, message=message))
                 waited = True
             if not searchable and await in_worker(lambda: self._chunks_at(name, version)):
                 # The other server wrote the chunks: this one's searches answer by keyword
                 # (the job is searchable) while it waits for the vectors.
-                message = "another hexlocal server sharing this index is embedding it"
+                message = "another hexlocal process sharing this index is embedding it"
                 progress(IngestProgress(name, version, Phase.EMBEDDING, message=message))
                 searchable = True
             await asyncio.sleep(CLAIM_POLL_S)  # cancellable: a shutdown stops the wait
