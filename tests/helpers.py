@@ -6,6 +6,7 @@ fusion, not about embedding quality; search-quality tests use the real ONNX mode
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -96,6 +97,19 @@ class HashingEmbedder(NoLifecycle):
 
     async def embed_query(self, text: str) -> Vectors:
         return self.vector(text).reshape(1, -1)
+
+
+class GatedEmbedder(HashingEmbedder):
+    """Embeds nothing until `gate` is set: the vectors of a real model on a CPU, minutes
+    for a project, held still so that what answers before them can be seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        await self.gate.wait()
+        return await super().embed(texts)
 
 
 def write_package(

@@ -15,15 +15,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from hexlocal_core.index.file_claim import claim_dir
 from hexlocal_core.index.store import Store
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder
+from tests.helpers import GatedEmbedder, HashingEmbedder
 from tests.hex_fixtures import client_for, settings_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,18 +91,6 @@ def test_no_lock_file_folder_means_no_claim_not_no_ingestion(tmp_path: Path) -> 
         claim.release()
     finally:
         store.close()
-
-
-class GatedEmbedder(HashingEmbedder):
-    """Embeds nothing until `gate` is set: a real model's minutes, held still."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-
-    async def embed(self, texts: Sequence[str]) -> Any:
-        await self.gate.wait()
-        return await super().embed(texts)
 
 
 def _service(fake: FakeHex, tmp_path: Path, embedder: HashingEmbedder) -> Hexlocal:

@@ -22,7 +22,7 @@ from hexlocal_core.model import IndexedPackage, JobStatus, PackageState, Phase, 
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.sync_plan import SyncTarget, package_states, plan_queue
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder, db
+from tests.helpers import GatedEmbedder, HashingEmbedder, db
 from tests.hex_fixtures import client_for, settings_for
 
 # Small corpus packages, at versions the corpus holds; in sync (lock) order.
@@ -226,19 +226,6 @@ async def test_a_sync_cut_short_resumes_at_the_next_start_without_duplicates(
         assert stored == {p.name: p.chunk_count for p in second.list_packages()}
     finally:
         await second.aclose()
-
-
-class GatedEmbedder(HashingEmbedder):
-    """Embeds nothing until `gate` is set: the vectors of a real model on a CPU, minutes
-    for a project, held still so that what answers before them can be seen."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-
-    async def embed(self, texts: Sequence[str]) -> Any:
-        await self.gate.wait()
-        return await super().embed(texts)
 
 
 async def test_every_package_answers_by_keyword_before_any_vector(
