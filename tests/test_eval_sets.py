@@ -29,11 +29,12 @@ AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"
 CONFIRM = REPO_ROOT / "examples" / "eval" / "confirm_tasks.jsonl"
 CONFIRM_ERRORS = REPO_ROOT / "examples" / "eval" / "confirm_errors.jsonl"
 HELDOUT_ERRORS = REPO_ROOT / "examples" / "eval" / "heldout_errors.jsonl"
+HELDOUT_TASKS = REPO_ROOT / "examples" / "eval" / "heldout_tasks.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
 # confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error
-# set's with `he-`.
-_ID = re.compile(r"^(?:c[fe]-|he-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# and task sets' with `he-` and `ht-`.
+_ID = re.compile(r"^(?:c[fe]-|h[et]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -60,7 +61,7 @@ def _items(package: str, version: str) -> tuple[DocItem, ...]:
 def _sets() -> list[Path]:
     return [
         path
-        for path in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, DEV)
+        for path in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS, DEV)
         if path.is_file()
     ]
 
@@ -122,7 +123,7 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
     assert all(q.note.strip() for q in queries), "every query says why its answer answers it"
 
 
-@pytest.mark.parametrize("path", [AGENT, CONFIRM], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [AGENT, CONFIRM, HELDOUT_TASKS], ids=lambda p: p.name)
 def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
     # A task is asked in the user's words: naming the answering function would make it a
     # symbol query in disguise and measure the keyword arm instead of understanding.
@@ -179,5 +180,18 @@ def test_error_sets_are_errors_over_enough_packages(
         if other != path
         for q in load_queries(other)
     }
+    assert not others & {q.query for q in queries}
+    assert all(q.note.strip() for q in queries)
+
+
+def test_held_out_task_set_is_tasks_over_enough_packages() -> None:
+    # Written before any search ran on it, for the task levers' check decided in advance
+    # (docs/decisions.md, retrieval levers 13 and 14): tasks only, none copied from the
+    # other task sets.
+    queries = load_queries(HELDOUT_TASKS)
+    packages = Counter(q.package for q in queries)
+    assert len(queries) >= 60 and {q.kind for q in queries} == {"task"}
+    assert len(packages) >= 12 and max(packages.values()) <= 7, packages
+    others = {q.query for other in (AGENT, CONFIRM) for q in load_queries(other)}
     assert not others & {q.query for q in queries}
     assert all(q.note.strip() for q in queries)
