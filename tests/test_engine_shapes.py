@@ -14,6 +14,7 @@ import pytest
 
 from hexlocal_core.index.store import Store
 from hexlocal_core.search.engine import SearchEngine, SearchTuning, plan_query
+from hexlocal_core.search.fusion import rrf
 from hexlocal_core.search.query_shape import Shape
 from tests.helpers import HashingEmbedder, index_corpus_package
 
@@ -78,3 +79,13 @@ def test_an_error_plan_drops_the_noise_and_keeps_the_raising_function() -> None:
     for text in (plan.fts_text, *plan.vec_texts):
         assert "lib/formatter.ex" not in text and "99" not in text and "1.4.4" not in text
         assert "Jason.Formatter.minimize/2" in text
+
+
+@pytest.mark.parametrize(("shape", "leader"), [(Shape.ERROR, "keyword"), (Shape.PROSE, "vector")])
+def test_an_error_paste_leans_on_the_keyword_arm(shape: Shape, leader: str) -> None:
+    # Pasted errors are the docs' own words (the message, the raising function): the
+    # keyword arm alone matched the fusion on both error sets, so its second-best chunk
+    # outranks the vector arm's best; a question's arms weigh the same.
+    keyword_ranking, vector_ranking = ["shared", "keyword"], ["vector"]
+    fused = rrf([keyword_ranking, vector_ranking], weights=SearchTuning().arm_weights(shape))
+    assert [k for k in fused if k in ("keyword", "vector")][0] == leader
