@@ -39,6 +39,7 @@ from hexlocal_core.index.vectors import (
     decode_vector,
     drop_vector_tables,
     encode_vector,
+    vector_ids,
     vector_tables_exist,
 )
 from hexlocal_core.model import Chunk, IndexedPackage, sha256_text
@@ -348,7 +349,7 @@ class Store:
             status = self._status_at(conn, rows.name, rows.version)
             if status != "partial":
                 return status == "complete"
-            rows, vectors = rows.missing(vectors, self._vector_ids(conn, rows.name))
+            rows, vectors = rows.missing(vectors, vector_ids(conn, rows.name, rows.ids))
             self._insert_vectors(conn, rows, vectors)
         return True
 
@@ -359,7 +360,7 @@ class Store:
         if package is None or package.version != version or package.complete:
             return None
         conn = self.conn
-        have = self._vector_ids(conn, name)
+        have = vector_ids(conn, name)
         return Unembedded.of(package, chunks.embedding_rows(conn, name), have)
 
     def mark_complete(self, name: str, version: str) -> bool:
@@ -379,13 +380,6 @@ class Store:
             conn, "SELECT status FROM packages WHERE name = ? AND version = ?", (name, version)
         )
         return None if found is None else str(found)
-
-    def _vector_ids(self, conn: apsw.Connection, name: str) -> set[int]:
-        if not vector_tables_exist(conn):
-            return set()
-        # Partition-key equality: one package's rows only.
-        found = conn.execute(f"SELECT rowid FROM {CHUNK_VEC_TABLE} WHERE package = ?", (name,))
-        return {int(r[0]) for r in found}
 
     def _insert_chunk(self, conn: apsw.Connection, package: str, chunk: Chunk) -> int:
         values = chunks.chunk_values(package, chunk, split_terms(chunk.item.title, chunk.content))

@@ -7,12 +7,15 @@ because their dimension is the embedder's, known only from its output.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import apsw
 import numpy as np
 import numpy.typing as npt
 
 CHUNK_VEC_TABLE = "chunk_vecs"
 MEMORY_VEC_TABLE = "memory_vecs"
+_ID_BATCH = 500  # ids per `IN (...)`: well under SQLite's bound-parameter limit
 
 
 def encode_vector(vector: npt.ArrayLike) -> bytes:
@@ -30,6 +33,24 @@ def vector_tables_exist(conn: apsw.Connection) -> bool:
         "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (CHUNK_VEC_TABLE,)
     )
     return any(True for _ in found)
+
+
+def vector_ids(conn: apsw.Connection, package: str, among: Sequence[int] | None = None) -> set[int]:
+    """The package's chunk ids that have a vector. `among`: only these ids are asked about
+    (a slice's: rowid lookups, ~8 ms for 200, where the partition scan costs ~150 ms for
+    elixir's 4,973 rows, inside every slice's write transaction)."""
+    if not vector_tables_exist(conn):
+        return set()
+    if among is None:  # partition-key equality: one package's rows only
+        found = conn.execute(f"SELECT rowid FROM {CHUNK_VEC_TABLE} WHERE package = ?", (package,))
+        return {int(r[0]) for r in found}
+    have: set[int] = set()
+    for start in range(0, len(among), _ID_BATCH):
+        part = list(among[start : start + _ID_BATCH])
+        marks = ",".join("?" * len(part))
+        statement = f"SELECT rowid FROM {CHUNK_VEC_TABLE} WHERE rowid IN ({marks})"
+        have.update(int(r[0]) for r in conn.execute(statement, part))
+    return have
 
 
 def create_vector_tables(conn: apsw.Connection, dims: int) -> None:

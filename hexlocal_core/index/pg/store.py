@@ -262,7 +262,7 @@ class PgStore:
             status = _status_at(conn, rows.name, rows.version)
             if status != "partial":
                 return status == "complete"
-            rows, vecs = rows.missing(vecs, vectors.stored_ids(conn, rows.name))
+            rows, vecs = rows.missing(vecs, vectors.stored_ids(conn, rows.name, rows.ids))
             if rows.ids:
                 _add_vectors(conn, rows, vecs)
         return True

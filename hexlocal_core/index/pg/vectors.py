@@ -170,12 +170,17 @@ def stored(conn: Connection, package: str, ids: Sequence[int]) -> dict[int, np.n
     return {int(cid): np.asarray(vector, dtype=np.float32) for cid, vector in found}
 
 
-def stored_ids(conn: Connection, package: str) -> set[int]:
-    """The chunk ids that have a vector; empty when the package has no vector table yet."""
+def stored_ids(conn: Connection, package: str, among: Sequence[int] | None = None) -> set[int]:
+    """The chunk ids that have a vector (`among`: only these ids are asked about, by the
+    primary key); empty when the package has no vector table yet."""
     statement = sql.SQL("SELECT chunk_id FROM {}").format(sql.Identifier(table_name(package)))
+    params: tuple[Any, ...] = ()
+    if among is not None:
+        statement = statement + sql.SQL(" WHERE chunk_id = ANY(%s::bigint[])")
+        params = (list(among),)
     try:
         with conn.transaction():  # a savepoint inside atomic(): a missing table is no abort
-            return {int(r[0]) for r in conn.execute(statement)}
+            return {int(r[0]) for r in conn.execute(statement, params)}
     except pg_errors.UndefinedTable:
         return set()
 
