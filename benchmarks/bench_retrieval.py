@@ -53,7 +53,8 @@ from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.ports import Embedder  # noqa: E402
-from hexlocal_core.search.engine import SearchEngine, SearchTuning  # noqa: E402
+from hexlocal_core.search.engine import SearchEngine  # noqa: E402
+from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 SETS = {

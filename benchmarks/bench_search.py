@@ -7,7 +7,8 @@ local embedder, then runs the query set through the facade (`Hexlocal.evaluate`,
 
 * without rerank (mode rrf) and with rerank (the stand-in cross-encoder: the real MiniLM
   encoder with a seeded random head, built by tests/model_fixtures.py), each query
-  `--repeat` times, and prints p50/p95 per stage (embed, fts, vec, fuse, rerank, total);
+  `--repeat` times, and prints p50/p95 per stage (embed, fts, vec, fuse, feedback,
+  learned, rerank, total);
 * the evaluation table (recall@5, MRR@10, cand, median ms) for fts, vector, rrf, rerank.
 
 Targets: without rerank p50 <= 30 ms and p95 <= 80 ms; with rerank p50 <= 150 ms.
@@ -57,7 +58,7 @@ from hexlocal_core.service import Hexlocal, build  # noqa: E402
 SHARED = REPO.parent / "shared"
 DEFAULT_QUERIES = SHARED / "eval" / "dev.jsonl"
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "search.db"
-STAGES = ("embed", "fts", "vec", "fuse", "rerank", "total")
+STAGES = ("embed", "fts", "vec", "fuse", "feedback", "learned", "rerank", "total")
 TARGETS = {"rrf": {"p50": 30.0, "p95": 80.0}, "rerank": {"p50": 150.0}}
 MAX_DOCS_BYTES = 200 * 1024 * 1024
 

@@ -22,8 +22,9 @@ from hexlocal_core.adapters.cross_encoder import build_local_reranker
 from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.index.store import Store
 from hexlocal_core.ports import Reranker, Vectors
-from hexlocal_core.search.engine import POOL, SearchEngine, SearchOutcome
+from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import parse_identifier
+from hexlocal_core.search.tuning import POOL
 from tests.helpers import HashingEmbedder, ScriptedReranker, index_corpus_package
 from tests.model_fixtures import model_settings
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from hexlocal_core.index.store import Store
-from hexlocal_core.search.engine import SearchEngine, SearchTuning, plan_query
+from hexlocal_core.search.engine import SearchEngine, plan_query
 from hexlocal_core.search.fusion import rrf
 from hexlocal_core.search.query_shape import Shape
+from hexlocal_core.search.tuning import SearchTuning
 from tests.helpers import HashingEmbedder, index_corpus_package
 
 PACKAGE, VERSION = "jason", "1.4.4"

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from hexlocal_core.index.store import Store
-from hexlocal_core.search.engine import SearchEngine, SearchTuning
+from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.search.tuning import SearchTuning
 from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
 DIMS = 16

@@ -9,8 +9,9 @@ import pytest
 
 from hexlocal_core.index.store import Store
 from hexlocal_core.model import Chunk, DocType
-from hexlocal_core.search.engine import SearchEngine, SearchTuning
+from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.fusion import BOILERPLATE_PAGE, boilerplate_scale, one_per_key, rrf
+from hexlocal_core.search.tuning import SearchTuning
 from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
 

@@ -18,7 +18,8 @@ from hexlocal_core.index.store import Store
 from hexlocal_core.model import Hit, SyncState
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.cross_package import fuse_packages, search_many
-from hexlocal_core.search.engine import POOL, SearchEngine
+from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.search.tuning import POOL
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.project_search import ALL_PACKAGES
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for

@@ -11,7 +11,7 @@ import pytest
 
 from hexlocal_core.index.store import Store
 from hexlocal_core.ports import Vectors
-from hexlocal_core.search.engine import SearchEngine, SearchTuning
+from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.query_rewrite import (
     embed_mean,
     mean_unit,
@@ -20,6 +20,7 @@ from hexlocal_core.search.query_rewrite import (
     texts_to_embed,
 )
 from hexlocal_core.search.query_shape import Shape
+from hexlocal_core.search.tuning import SearchTuning
 from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
 

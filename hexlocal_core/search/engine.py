@@ -1,4 +1,5 @@
-"""The search pipeline: sanitize -> both arms in scope -> RRF pool -> bounded rerank -> top N.
+"""The search pipeline: sanitize -> both arms in scope -> RRF -> learned order of the first
+20, fused back (search/learned_rank.py) -> pool of 10 -> bounded rerank -> top N.
 
 The pool is built at the item level: after fusion, only the best-placed chunk of each
 item (ref) is kept, so one long section split into several chunks cannot fill the pool
@@ -19,6 +20,8 @@ import logging
 import time
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
 from attrs import evolve, frozen
 
 from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
@@ -27,69 +30,23 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker, Vectors
 from hexlocal_core.search import notices
-from hexlocal_core.search.arms import BM25_WEIGHTS, DEPTH, keyword_arm, vector_arm
+from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.exact import Identifier, exact_chunk_ids, parse_identifier
 from hexlocal_core.search.feedback import moved_query
 from hexlocal_core.search.fusion import (
-    BOILERPLATE_WEIGHT,
-    RRF_K,
     boilerplate_scale,
     one_per_key,
     rerank_fuse,
     rrf,
 )
+from hexlocal_core.search.learned_rank import Candidate, learned_order
 from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
 from hexlocal_core.search.query_shape import Shape, parse_error, shape_of
 from hexlocal_core.search.rerank_input import passage, unusable_scores
 from hexlocal_core.search.sanitizer import to_phrases
+from hexlocal_core.search.tuning import MODES, SearchTuning
 
 log = logging.getLogger("hexlocal.search")
-
-POOL = 10
-MODES = ("fts", "vector", "rrf", "rerank")
-
-
-@frozen
-class SearchTuning:
-    """The retrieval knobs in one value, so benchmarks and experiments vary them without
-    patching modules. The defaults are the measured choice (docs/decisions.md)."""
-
-    fts_depth: int = DEPTH
-    vec_depth: int = DEPTH
-    pool: int = POOL
-    rrf_k: int = RRF_K
-    fts_weight: float = 1.0
-    vec_weight: float = 1.0
-    bm25: tuple[float, float, float] = BM25_WEIGHTS
-    boilerplate_weight: float = BOILERPLATE_WEIGHT
-    one_chunk_per_item: bool = True
-    bm25_package_stats: bool = True  # BM25 statistics per package (index/bm25.py)
-    bm25_rescore: int = 1  # candidates re-scored with them: this many times the depth
-    # Error pastes (see search/query_shape.py): both arms read the message without its
-    # noise, plus the functions it names. Measured (agent set, 31 error queries, rrf):
-    # recall@5 0.742 -> 0.871, MRR@10 0.574 -> 0.635. Dropping the exception module from
-    # the keyword terms lost recall (0.806); adding the named functions' own chunks as a
-    # third fused ranking lost both (0.839 / 0.602): the function that raised is often not
-    # the item that explains the cause.
-    error_queries: bool = True
-    error_exception_terms: bool = True  # keep the exception module among the FTS terms
-    # (fts, vector) weights per query shape; a shape not named (or None): fts_weight /
-    # vec_weight. Error pastes lean on the keyword arm, which alone matched the fusion on
-    # both error sets written for the check (lever 15, docs/decisions.md): MRR@10 held-out
-    # errors 0.524 -> 0.562, agent errors 0.635 -> 0.648, recall@5 held or up.
-    shape_weights: tuple[tuple[str, float, float], ...] | None = (("error", 2.0, 1.0),)
-    # Relevance feedback on the vector arm, prose queries in rrf/rerank (search/feedback.py,
-    # where the measurements are); 0 turns it off.
-    feedback_weight: float = 0.6
-    feedback_depth: int = 3
-    # Prose queries embed as the mean of the query and its plain words (search/query_rewrite.py).
-    vector_rewrite: bool = True
-
-    def arm_weights(self, shape: Shape) -> tuple[float, float]:
-        for name, fts, vec in self.shape_weights or ():
-            if name == shape.value:
-                return fts, vec
-        return self.fts_weight, self.vec_weight
 
 
 @frozen
@@ -112,6 +69,18 @@ def plan_query(query: str, tuning: SearchTuning, package: str = "") -> _Plan:
         words = [*parsed.exceptions, *words]
     fts_text = " ".join(words).strip() or query
     return _Plan(shape, fts_text, (parsed.text or query,))
+
+
+@frozen
+class _ArmsSaw:
+    """What the arms saw of one query, for the learned ranking (`_learned`)."""
+
+    package: str
+    plan: _Plan
+    bm25: dict[int, float]
+    fts_ids: list[int]
+    vec_ids: list[int]
+    vector: Vectors
 
 
 @frozen
@@ -204,7 +173,7 @@ class SearchEngine:
         out_notices: list[Notice] = []
         plan = plan_query(query, self.tuning, package)
 
-        async def keyword() -> list[int]:
+        async def keyword() -> list[tuple[int, float]]:
             if mode == "vector":
                 return []
             start = time.perf_counter()
@@ -219,25 +188,33 @@ class SearchEngine:
 
         # The keyword arm runs while the query is embedded (measured over stdio, 250 warm
         # calls: in-process p50 17.2 -> 16.0 ms, the same hits in every one).
-        fts_ids, (vec_ids, notice, vector_used) = await asyncio.gather(keyword(), vector())
+        fts_hits, (vec_ids, notice, vector_used) = await asyncio.gather(keyword(), vector())
+        fts_ids = [cid for cid, _ in fts_hits]
         if notice:
             out_notices.append(notice)
         t = time.perf_counter()
+        depth = self.tuning.fused_depth(mode)
 
         # Store reads run in worker threads: on PostgreSQL each is a round trip, and the
         # event loop serves every other request meanwhile.
-        pool = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape)
+        fused = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape, depth)
         t = clock.lap("fuse", t)
-        if feedback and vector_used is not None and self._feeds_back(mode, plan.shape, pool):
-            query_vector_used = vector_used
+        if feedback and vector_used is not None and self._feeds_back(mode, plan.shape, fused):
+            query_vector_used, first = vector_used, fused
 
             def fed_back() -> tuple[list[int], list[int]]:
                 return self._feed_back(
-                    package, fts_ids, vec_ids, pool, query_vector_used, plan.shape, examples_only
+                    package, fts_ids, vec_ids, first, query_vector_used, plan, examples_only, depth
                 )
 
-            pool, vec_ids = await asyncio.to_thread(fed_back)
+            fused, vec_ids = await asyncio.to_thread(fed_back)
             t = clock.lap("feedback", t)
+        pool = fused
+        if self.tuning.learns(mode) and vector_used is not None and len(fused) > 1:
+            arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used)
+            pool = await asyncio.to_thread(self._learned, arms, fused)
+            t = clock.lap("learned", t)
+        pool = pool[: self.tuning.pool]
 
         ranked = pool
         scores: dict[int, float] = {}
@@ -297,8 +274,10 @@ class SearchEngine:
         fts_ids: list[int],
         vec_ids: list[int],
         shape: Shape = Shape.PROSE,
+        depth: int | None = None,
     ) -> list[int]:
-        """RRF of the arms, boilerplate demoted, one chunk per item, cut to the pool size."""
+        """RRF of the arms, boilerplate demoted, one chunk per item, cut to `depth` (None:
+        the pool size)."""
         t = self.tuning
         located = self.store.session().chunks.locate([*fts_ids, *vec_ids])
         scale = boilerplate_scale(
@@ -308,7 +287,7 @@ class SearchEngine:
         fused = rrf([fts_ids, vec_ids], k=t.rrf_k, weights=[fts_weight, vec_weight], scale=scale)
         if t.one_chunk_per_item:
             fused = one_per_key(fused, {cid: ref for cid, (ref, _) in located.items()})
-        return fused[: t.pool]
+        return fused[: depth or t.pool]
 
     def _feeds_back(self, mode: str, shape: Shape, pool: list[int]) -> bool:
         t = self.tuning
@@ -327,8 +306,9 @@ class SearchEngine:
         vec_ids: list[int],
         pool: list[int],
         vector: Vectors,
-        shape: Shape,
+        plan: _Plan,
         examples_only: bool,
+        depth: int,
     ) -> tuple[list[int], list[int]]:
         """The pool and vector ranking again, from the query moved toward the pool's top."""
         t = self.tuning
@@ -345,9 +325,33 @@ class SearchEngine:
             examples_only=examples_only,
         )
         again = [cid for cid, _ in found]
-        return self._fuse(fts_ids, again, shape), again
+        return self._fuse(fts_ids, again, plan.shape, depth), again
 
-    def _keyword(self, package: str, query: str, examples_only: bool) -> list[int]:
+    def _learned(self, arms: _ArmsSaw, fused: list[int]) -> list[int]:
+        """The first `learned_depth` fused ids in the learned order, the rest after them."""
+        pool = self._candidates(arms, fused)
+        ordered = learned_order(arms.plan.shape, arms.plan.fts_text, pool)
+        return list(dict.fromkeys([*ordered, *fused]))
+
+    def _candidates(self, arms: _ArmsSaw, fused: list[int]) -> list[Candidate]:
+        head = fused[: self.tuning.learned_depth]
+        rows = self.store.hydrate(head)
+        stored = self.store.session().chunks.stored_vectors(arms.package, head)
+        query = np.asarray(arms.vector, dtype=np.float32).reshape(-1)
+        place = {cid: n for n, cid in enumerate(fused, start=1)}
+        return [
+            Candidate(
+                row=row,
+                fused_rank=place[row.id],
+                fts_rank=_rank(arms.fts_ids, row.id),
+                vec_rank=_rank(arms.vec_ids, row.id),
+                cosine=_cosine(query, stored.get(row.id)),
+                bm25=arms.bm25.get(row.id),
+            )
+            for row in rows
+        ]
+
+    def _keyword(self, package: str, query: str, examples_only: bool) -> list[tuple[int, float]]:
         phrases = to_phrases(query)
         if not phrases:
             return []
@@ -362,7 +366,7 @@ class SearchEngine:
             package_stats=t.bm25_package_stats,
             rescore=t.bm25_rescore,
         )
-        return [cid for cid, _ in found]
+        return found
 
     async def _vector(
         self,
@@ -452,6 +456,12 @@ class SearchEngine:
                 )
             )
         return hits
+
+
+def _cosine(query: npt.NDArray[np.float32], stored: npt.ArrayLike | None) -> float | None:
+    if stored is None:
+        return None
+    return float(query @ np.asarray(stored, dtype=np.float32).reshape(-1))
 
 
 def _rank(ids: list[int], cid: int) -> int | None:

@@ -19,7 +19,8 @@ from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.model import Notice, PackageState, Phase, SearchResult, SyncState
 from hexlocal_core.search.cross_package import search_many
-from hexlocal_core.search.engine import MODES, SearchEngine
+from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.search.tuning import MODES
 from hexlocal_core.usecases.sync import Syncer
 from hexlocal_core.usecases.sync_plan import KEYWORD_ONLY
 from hexlocal_core.versions import ELIXIR_APPS, validate_package_name

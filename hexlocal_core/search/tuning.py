@@ -1,0 +1,67 @@
+"""The retrieval knobs in one value (`SearchTuning`), and the pool and modes they bound."""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from hexlocal_core.search.arms import BM25_WEIGHTS, DEPTH
+from hexlocal_core.search.fusion import BOILERPLATE_WEIGHT, RRF_K
+from hexlocal_core.search.learned_rank import DEPTH as LEARNED_DEPTH
+from hexlocal_core.search.query_shape import Shape
+
+POOL = 10
+MODES = ("fts", "vector", "rrf", "rerank")
+
+
+@frozen
+class SearchTuning:
+    """The retrieval knobs in one value, so benchmarks and experiments vary them without
+    patching modules. The defaults are the measured choice (docs/decisions.md)."""
+
+    fts_depth: int = DEPTH
+    vec_depth: int = DEPTH
+    pool: int = POOL
+    rrf_k: int = RRF_K
+    fts_weight: float = 1.0
+    vec_weight: float = 1.0
+    bm25: tuple[float, float, float] = BM25_WEIGHTS
+    boilerplate_weight: float = BOILERPLATE_WEIGHT
+    one_chunk_per_item: bool = True
+    bm25_package_stats: bool = True  # BM25 statistics per package (index/bm25.py)
+    bm25_rescore: int = 1  # candidates re-scored with them: this many times the depth
+    # Error pastes (see search/query_shape.py): both arms read the message without its
+    # noise, plus the functions it names. Measured (agent set, 31 error queries, rrf):
+    # recall@5 0.742 -> 0.871, MRR@10 0.574 -> 0.635. Dropping the exception module from
+    # the keyword terms lost recall (0.806); adding the named functions' own chunks as a
+    # third fused ranking lost both (0.839 / 0.602): the function that raised is often not
+    # the item that explains the cause.
+    error_queries: bool = True
+    error_exception_terms: bool = True  # keep the exception module among the FTS terms
+    # (fts, vector) weights per query shape; a shape not named (or None): fts_weight /
+    # vec_weight. Error pastes lean on the keyword arm, which alone matched the fusion on
+    # both error sets written for the check (lever 15, docs/decisions.md): MRR@10 held-out
+    # errors 0.524 -> 0.562, agent errors 0.635 -> 0.648, recall@5 held or up.
+    shape_weights: tuple[tuple[str, float, float], ...] | None = (("error", 2.0, 1.0),)
+    # Relevance feedback on the vector arm, prose queries in rrf/rerank (search/feedback.py,
+    # where the measurements are); 0 turns it off.
+    feedback_weight: float = 0.6
+    feedback_depth: int = 3
+    # Prose queries embed as the mean of the query and its plain words (search/query_rewrite.py).
+    vector_rewrite: bool = True
+    # The learned ranking of the first `learned_depth` fused candidates, fused back with the
+    # fused order (search/learned_rank.py); rrf and rerank, both arms present.
+    learned_rank: bool = True
+    learned_depth: int = LEARNED_DEPTH
+
+    def fused_depth(self, mode: str) -> int:
+        """How deep the fused list is cut: the pool, or the learned ranking's depth."""
+        return max(self.pool, self.learned_depth) if self.learns(mode) else self.pool
+
+    def learns(self, mode: str) -> bool:
+        return self.learned_rank and self.learned_depth > 0 and mode in ("rrf", "rerank")
+
+    def arm_weights(self, shape: Shape) -> tuple[float, float]:
+        for name, fts, vec in self.shape_weights or ():
+            if name == shape.value:
+                return fts, vec
+        return self.fts_weight, self.vec_weight

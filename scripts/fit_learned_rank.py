@@ -1,0 +1,221 @@
+"""Fit the weights of the learned ranking (hexlocal_core/search/learned_rank.py).
+
+Runs every query of the spent sets through the engine with the learned stage looking on
+(it records the candidates and keeps the fused order), fits a pairwise logistic model
+(relevant against irrelevant candidates of one query, L2 `--l2`, Newton steps) on them,
+prints its leave-one-set-out cross-validation next to the fused order, and prints the
+weights folded per query shape, ready to paste into `WEIGHTS`.
+
+    python scripts/fit_learned_rank.py [--db PATH] [--errors-db PATH] [--l2 0.001]
+
+The databases are those of `benchmarks/bench_retrieval.py` (build them with it first;
+the error sets pin other versions of two packages, so they live in their own). Never fit
+on a set kept for confirmation (heldout_tasks): that set judges the fit once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from attrs import evolve, frozen
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_retrieval import SETS  # noqa: E402
+
+from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
+from hexlocal_core.config import Settings  # noqa: E402
+from hexlocal_core.evaluation import load_queries  # noqa: E402
+from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
+from hexlocal_core.evaluation.relevance import relevant_ids  # noqa: E402
+from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.search import learned_rank  # noqa: E402
+from hexlocal_core.search.engine import SearchEngine  # noqa: E402
+from hexlocal_core.search.exact import exact_chunk_ids, parse_identifier  # noqa: E402
+from hexlocal_core.search.fusion import rerank_fuse  # noqa: E402
+from hexlocal_core.search.query_shape import Shape  # noqa: E402
+from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
+
+MAIN_SETS = ("dev", "examples", "agent", "confirm")
+ERROR_SETS = ("errors", "heldout_errors")
+DOC_TYPES: tuple[str, ...] = (
+    "module",
+    "behaviour",
+    "protocol",
+    "exception",
+    "task",
+    "function",
+    "macro",
+)
+DOC_TYPES += ("callback", "type", "extras")
+BASE: tuple[str, ...] = (
+    "rrf",
+    "fts",
+    "vec",
+    "cos",
+    "bm25",
+    "title_ov",
+    "body_ov",
+    "title_any",
+    "moddoc",
+)
+BASE += ("clen", "example", *(f"dt_{t}" for t in DOC_TYPES))
+# Features whose weight may differ by query shape (the others share one weight).
+BY_SHAPE: tuple[str, ...] = ("rrf", "fts", "vec", "cos", "bm25", "title_ov", "body_ov", "moddoc")
+BY_SHAPE += ("dt_extras", "dt_function", "dt_module", "dt_exception")
+SHAPES = (Shape.PROSE, Shape.ERROR, Shape.IDENTIFIER)
+NAMES = (*BASE, *(f"{s.value}*{n}" for s in SHAPES for n in BY_SHAPE))
+
+
+@frozen
+class Seen:
+    """One query's candidates, fused order, as the learned stage would have read them."""
+
+    set_name: str
+    kind: str
+    shape: Shape
+    x: npt.NDArray[np.float64]  # candidates x NAMES
+    relevant: npt.NDArray[np.bool_]
+    ids: tuple[int, ...]
+    exact: tuple[int, ...]
+    relevant_ids: frozenset[int]
+
+
+class _Recording(SearchEngine):
+    """Records what the learned stage reads and keeps the fused order."""
+
+    seen: list[tuple[Shape, str, list[learned_rank.Candidate]]]
+
+    def _learned(self, arms, fused):  # type: ignore[no-untyped-def]
+        self.seen.append((arms.plan.shape, arms.plan.fts_text, self._candidates(arms, fused)))
+        return fused
+
+
+def row_of(shape: Shape, features: dict[str, float]) -> list[float]:
+    crossed = {f"{shape.value}*{n}": features.get(n, 0.0) for n in BY_SHAPE}
+    return [features.get(n, crossed.get(n, 0.0)) for n in NAMES]
+
+
+async def collect(db: Path, set_names: Sequence[str]) -> list[Seen]:
+    store = Store(db)
+    embedder = build_local_embedder(Settings.from_env())
+    await asyncio.to_thread(embedder.ensure_loaded)
+    engine = _Recording(store, embedder, None, tuning=evolve(SearchTuning(), learned_rank=True))
+    reads = store.session().chunks
+    out: list[Seen] = []
+    for name in set_names:
+        for q in load_queries(SETS[name]):
+            indexed = store.package(q.package)
+            relevant = relevant_ids(reads, q.package, q.expect)
+            if indexed is None or (q.version and indexed.version != q.version) or not relevant:
+                continue
+            engine.seen = []
+            await engine.search(q.package, q.query, limit=10, mode="rrf", exact=False)
+            if not engine.seen:
+                continue
+            shape, text, pool = engine.seen[0]
+            feats = learned_rank.features(learned_rank.words(text), pool)
+            ident = parse_identifier(q.query)
+            exact = exact_chunk_ids(reads, q.package, ident) if ident else []
+            out.append(
+                Seen(
+                    name,
+                    q.kind,
+                    shape,
+                    np.array([row_of(shape, f) for f in feats], dtype=np.float64),
+                    np.array([c.row.id in relevant for c in pool], dtype=bool),
+                    tuple(c.row.id for c in pool),
+                    tuple(exact),
+                    relevant,
+                )
+            )
+    store.close()
+    return out
+
+
+def fit(seen: Sequence[Seen], l2: float, steps: int = 50) -> npt.NDArray[np.float64]:
+    """Pairwise logistic regression, each query weighing the same, by Newton's method."""
+    diffs, weights = [], []
+    for s in seen:
+        pos, neg = s.x[s.relevant], s.x[~s.relevant]
+        if len(pos) and len(neg):
+            d = (pos[:, None, :] - neg[None, :, :]).reshape(-1, len(NAMES))
+            diffs.append(d)
+            weights.append(np.full(len(d), 1.0 / len(d)))
+    d = np.concatenate(diffs)
+    wt = np.concatenate(weights) / len(diffs)
+    w = np.zeros(len(NAMES))
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-np.clip(d @ w, -30, 30)))
+        grad = -(d * (wt * (1 - p))[:, None]).sum(0) + l2 * w
+        hess = (d * (wt * p * (1 - p))[:, None]).T @ d + l2 * np.eye(len(NAMES))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-9:
+            break
+    return w
+
+
+def first_relevant(s: Seen, order: Sequence[int]) -> int | None:
+    ranked = list(dict.fromkeys([*s.exact, *(s.ids[i] for i in order)]))[:10]
+    return next((n for n, cid in enumerate(ranked, 1) if cid in s.relevant_ids), None)
+
+
+def bounded(s: Seen, w: npt.NDArray[np.float64]) -> list[int]:
+    """Indices in the order `learned_rank.learned_order` gives (fused back by RRF)."""
+    ids = rerank_fuse(list(range(len(s.ids))), list(s.x @ w))
+    return list(ids)
+
+
+def cross_validate(seen: Sequence[Seen], l2: float) -> None:
+    print(f"{'held out':24s} {'n':>4s}  fused r@5 / MRR   learned r@5 / MRR")
+    for name in dict.fromkeys(s.set_name for s in seen):
+        w = fit([s for s in seen if s.set_name != name], l2)
+        test = [s for s in seen if s.set_name == name]
+        kinds = sorted({s.kind for s in test})
+        for kind in (*kinds, "all") if len(kinds) > 1 else ("all",):
+            part = [s for s in test if kind in ("all", s.kind)]
+            base = [first_relevant(s, range(len(s.ids))) for s in part]
+            learned = [first_relevant(s, bounded(s, w)) for s in part]
+            print(
+                f"{name + ' ' + kind:24s} {len(part):4d}  {recall_at(base):.3f} / "
+                f"{mrr_at(base):.3f}     {recall_at(learned):.3f} / {mrr_at(learned):.3f}"
+            )
+
+
+def print_weights(w: npt.NDArray[np.float64]) -> None:
+    by_name = dict(zip(NAMES, w, strict=True))
+    for shape in SHAPES:
+        folded = {
+            n: round(float(by_name[n] + by_name.get(f"{shape.value}*{n}", 0.0)), 3) for n in BASE
+        }
+        print(f"{shape.name}: {folded}")
+        current = learned_rank.WEIGHTS[shape]
+        drift = max(abs(folded[n] - current.get(n, 0.0)) for n in BASE)
+        print(f"  largest difference from the shipped weights: {drift:.3f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    bench = REPO / ".hexlocal-cache" / "bench"
+    parser.add_argument("--db", type=Path, default=bench / "retrieval.db")
+    parser.add_argument("--errors-db", type=Path, default=bench / "retrieval-errors.db")
+    parser.add_argument("--l2", type=float, default=0.001)
+    args = parser.parse_args(argv)
+    seen = asyncio.run(collect(args.db, MAIN_SETS))
+    seen += asyncio.run(collect(args.errors_db, ERROR_SETS))
+    cross_validate(seen, args.l2)
+    print_weights(fit(seen, args.l2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
