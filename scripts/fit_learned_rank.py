@@ -7,6 +7,7 @@ prints its leave-one-set-out cross-validation next to the fused order, and print
 weights folded per query shape, ready to paste into `WEIGHTS`.
 
     python scripts/fit_learned_rank.py [--db PATH] [--errors-db PATH] [--l2 0.001]
+        [--weight W] [--sets dev,examples,...]
 
 The databases are those of `benchmarks/bench_retrieval.py` (build them with it first;
 the error sets pin other versions of two packages, so they live in their own). Never fit
@@ -169,13 +170,13 @@ def first_relevant(s: Seen, order: Sequence[int]) -> int | None:
     return next((n for n, cid in enumerate(ranked, 1) if cid in s.relevant_ids), None)
 
 
-def bounded(s: Seen, w: npt.NDArray[np.float64]) -> list[int]:
+def bounded(s: Seen, w: npt.NDArray[np.float64], weight: float) -> list[int]:
     """Indices in the order `learned_rank.learned_order` gives (fused back by RRF)."""
-    ids = rerank_fuse(list(range(len(s.ids))), list(s.x @ w))
+    ids = rerank_fuse(list(range(len(s.ids))), list(s.x @ w), weight=weight)
     return list(ids)
 
 
-def cross_validate(seen: Sequence[Seen], l2: float) -> None:
+def cross_validate(seen: Sequence[Seen], l2: float, weight: float) -> None:
     print(f"{'held out':24s} {'n':>4s}  fused r@5 / MRR   learned r@5 / MRR")
     for name in dict.fromkeys(s.set_name for s in seen):
         w = fit([s for s in seen if s.set_name != name], l2)
@@ -184,7 +185,7 @@ def cross_validate(seen: Sequence[Seen], l2: float) -> None:
         for kind in (*kinds, "all") if len(kinds) > 1 else ("all",):
             part = [s for s in test if kind in ("all", s.kind)]
             base = [first_relevant(s, range(len(s.ids))) for s in part]
-            learned = [first_relevant(s, bounded(s, w)) for s in part]
+            learned = [first_relevant(s, bounded(s, w, weight)) for s in part]
             print(
                 f"{name + ' ' + kind:24s} {len(part):4d}  {recall_at(base):.3f} / "
                 f"{mrr_at(base):.3f}     {recall_at(learned):.3f} / {mrr_at(learned):.3f}"
@@ -209,10 +210,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, default=bench / "retrieval.db")
     parser.add_argument("--errors-db", type=Path, default=bench / "retrieval-errors.db")
     parser.add_argument("--l2", type=float, default=0.001)
+    parser.add_argument(
+        "--weight", type=float, default=SearchTuning().learned_weight, help="learned_weight"
+    )
+    parser.add_argument("--sets", type=lambda v: tuple(v.split(",")), default=MAIN_SETS)
     args = parser.parse_args(argv)
-    seen = asyncio.run(collect(args.db, MAIN_SETS))
+    seen = asyncio.run(collect(args.db, args.sets))
     seen += asyncio.run(collect(args.errors_db, ERROR_SETS))
-    cross_validate(seen, args.l2)
+    cross_validate(seen, args.l2, args.weight)
     print_weights(fit(seen, args.l2))
     return 0
 

@@ -10,7 +10,13 @@ import pytest
 from hexlocal_core.index.store import Store
 from hexlocal_core.model import Chunk, DocType
 from hexlocal_core.search.engine import SearchEngine
-from hexlocal_core.search.fusion import BOILERPLATE_PAGE, boilerplate_scale, one_per_key, rrf
+from hexlocal_core.search.fusion import (
+    BOILERPLATE_PAGE,
+    boilerplate_scale,
+    one_per_key,
+    rerank_fuse,
+    rrf,
+)
 from hexlocal_core.search.tuning import SearchTuning
 from tests.helpers import HashingEmbedder, chunk_of, item, write_package
 
@@ -98,3 +104,12 @@ async def test_boilerplate_pages_rank_below_api_docs(tmp_path: Path) -> None:
     engine = SearchEngine(store, HashingEmbedder(), None)
     outcome = await engine.search("pkg", query, limit=10, mode="fts", exact=False)
     assert [h.ref for h in outcome.hits] == ["Req.Steps.html#run/1", "changelog.html#v1-0-0"]
+
+
+def test_a_reranker_weighed_a_little_above_retrieval_takes_the_ties_only() -> None:
+    retrieval = ["a", "b", "c", "d", "e"]
+    swap = [1.0, 2.0, 0.5, 0.4, 0.3]  # the reranker puts b before a: a tie at equal weights
+    assert rerank_fuse(retrieval, swap)[:2] == ["a", "b"]
+    assert rerank_fuse(retrieval, swap, weight=1.1)[:2] == ["b", "a"]
+    last_first = [0.5, 0.4, 0.3, 0.2, 9.0]
+    assert rerank_fuse(retrieval, last_first, weight=1.1)[0] == "a"

@@ -330,7 +330,9 @@ class SearchEngine:
     def _learned(self, arms: _ArmsSaw, fused: list[int]) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""
         pool = self._candidates(arms, fused)
-        ordered = learned_order(arms.plan.shape, arms.plan.fts_text, pool)
+        ordered = learned_order(
+            arms.plan.shape, arms.plan.fts_text, pool, self.tuning.learned_weight
+        )
         return list(dict.fromkeys([*ordered, *fused]))
 
     def _candidates(self, arms: _ArmsSaw, fused: list[int]) -> list[Candidate]:

@@ -71,15 +71,20 @@ def one_per_key(ranked: Sequence[K], key_of: Mapping[K, Hashable]) -> list[K]:
 
 
 def rerank_fuse(
-    retrieval: Sequence[K], reranker_scores: Sequence[float], *, k: int = RRF_K
+    retrieval: Sequence[K],
+    reranker_scores: Sequence[float],
+    *,
+    k: int = RRF_K,
+    weight: float = 1.0,
 ) -> list[K]:
     """Fuse the reranker's order with the retrieval order (bounded authority).
 
     With equal weights and the same k, a document the reranker ranks first but retrieval
-    ranks last can move up but cannot jump over one both place near the top.
+    ranks last can move up but cannot jump over one both place near the top. `weight` is
+    the reranker order's against retrieval's 1.0: a little above 1 gives it the ties.
     """
     if len(retrieval) != len(reranker_scores):
         raise ValueError("one reranker score per retrieved document is required")
     by_score = sorted(range(len(retrieval)), key=lambda i: (-reranker_scores[i], i))
     reranked = [retrieval[i] for i in by_score]
-    return rrf([list(retrieval), reranked], k=k)
+    return rrf([list(retrieval), reranked], k=k, weights=[1.0, weight])

@@ -167,8 +167,11 @@ def score(shape: Shape, query_words: frozenset[str], pool: Sequence[Candidate]) 
     ]
 
 
-def learned_order(shape: Shape, query_text: str, pool: Sequence[Candidate]) -> list[int]:
-    """The pool's chunk ids, the learned order fused back with the fused one."""
+def learned_order(
+    shape: Shape, query_text: str, pool: Sequence[Candidate], weight: float = 1.0
+) -> list[int]:
+    """The pool's chunk ids, the learned order (weighing `weight` against the fused
+    order's 1.0) fused back with the fused one."""
     ranked = sorted(pool, key=lambda c: c.fused_rank)
     scores = score(shape, words(query_text), ranked)
-    return rerank_fuse([c.row.id for c in ranked], scores)
+    return rerank_fuse([c.row.id for c in ranked], scores, weight=weight)

@@ -52,6 +52,7 @@ class SearchTuning:
     # fused order (search/learned_rank.py); rrf and rerank, both arms present.
     learned_rank: bool = True
     learned_depth: int = LEARNED_DEPTH
+    learned_weight: float = 1.0  # the learned order's weight against the fused order's 1.0
 
     def fused_depth(self, mode: str) -> int:
         """How deep the fused list is cut: the pool, or the learned ranking's depth."""
