@@ -6,10 +6,14 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from hexlocal_core.config import ENV_VARIABLES
+
+if TYPE_CHECKING:
+    from hexlocal_core.index.store import Store
 
 pytest_plugins = ["tests.hex_fixtures", "tests.model_fixtures", "tests.pg_fixtures"]
 
@@ -57,3 +61,22 @@ def corpus() -> Path:
     if not HEXDOCS.is_dir():
         pytest.skip(f"shared corpus not found at {CORPUS}")
     return CORPUS
+
+
+@pytest.fixture(scope="module")
+def jason_index(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
+    """A real index of jason 1.4.4 (real parsers and pipeline, the hashing embedder), one
+    per test module: what the engine tests rank against."""
+    from tests.helpers import index_corpus_package
+
+    path = tmp_path_factory.mktemp("jason") / "engine.db"
+    return index_corpus_package(path, HEXDOCS / "jason-1.4.4.tar.gz", "jason", "1.4.4")
+
+
+@pytest.fixture
+def jason_store(jason_index: Path) -> Iterator[Store]:
+    from hexlocal_core.index.store import Store
+
+    opened = Store(jason_index)
+    yield opened
+    opened.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,10 +25,10 @@ from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import parse_identifier
 from hexlocal_core.search.tuning import POOL
-from tests.helpers import HashingEmbedder, ScriptedReranker, index_corpus_package
+from tests.helpers import HashingEmbedder, ScriptedReranker
 from tests.model_fixtures import model_settings
 
-PACKAGE, VERSION = "jason", "1.4.4"
+PACKAGE = "jason"  # 1.4.4, the `jason_index` fixture (conftest.py)
 QUERY = "encode a map to JSON"
 # The guarantee users rely on: however wrong a reranker is, the hit retrieval placed first
 # stays in the top half of the pool. Stated here, not read from the code's constants.
@@ -37,18 +37,9 @@ TOP_HIT_FLOOR = POOL // 2
 Scorer = Callable[[int], list[float]]  # passages in pool order -> one score each
 
 
-@pytest.fixture(scope="module")
-def db_path(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
-    tarball = corpus / "hexdocs" / f"{PACKAGE}-{VERSION}.tar.gz"
-    path = tmp_path_factory.mktemp("engine") / "engine.db"
-    return index_corpus_package(path, tarball, PACKAGE, VERSION)
-
-
 @pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    opened = Store(db_path)
-    yield opened
-    opened.close()
+def store(jason_store: Store) -> Store:
+    return jason_store
 
 
 class RaisingReranker(ScriptedReranker):

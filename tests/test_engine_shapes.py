@@ -7,9 +7,6 @@ query is an error paste, not embedding quality.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from hexlocal_core.index.store import Store
@@ -17,9 +14,9 @@ from hexlocal_core.search.engine import SearchEngine, plan_query
 from hexlocal_core.search.fusion import rrf
 from hexlocal_core.search.query_shape import Shape
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder, index_corpus_package
+from tests.helpers import HashingEmbedder
 
-PACKAGE, VERSION = "jason", "1.4.4"
+PACKAGE = "jason"  # 1.4.4, the `jason_index` fixture (conftest.py)
 # As Elixir prints it: the raising function in the message and the top stack frame, the
 # argument dump and the app's own frames around it.
 FUNCTION_CLAUSE = "\n".join(
@@ -37,18 +34,9 @@ FUNCTION_CLAUSE = "\n".join(
 )
 
 
-@pytest.fixture(scope="module")
-def db_path(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
-    tarball = corpus / "hexdocs" / f"{PACKAGE}-{VERSION}.tar.gz"
-    path = tmp_path_factory.mktemp("shapes") / "engine.db"
-    return index_corpus_package(path, tarball, PACKAGE, VERSION)
-
-
 @pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    opened = Store(db_path)
-    yield opened
-    opened.close()
+def store(jason_store: Store) -> Store:
+    return jason_store
 
 
 async def _top_refs(store: Store, query: str, tuning: SearchTuning) -> list[str]:

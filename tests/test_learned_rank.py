@@ -3,8 +3,6 @@ engine applies it (a real index of jason 1.4.4, the hashing embedder)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +15,9 @@ from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.learned_rank import Candidate, features, learned_order, words
 from hexlocal_core.search.query_shape import Shape
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder, index_corpus_package
+from tests.helpers import HashingEmbedder
 
-PACKAGE, VERSION = "jason", "1.4.4"
+PACKAGE = "jason"  # 1.4.4, the `jason_index` fixture (conftest.py)
 
 
 def row(n: int, **fields: Any) -> ChunkRow:
@@ -137,18 +135,9 @@ def test_the_fused_first_keeps_the_head_when_the_weights_agree_it_is_good() -> N
     assert order.index(10) < 9
 
 
-@pytest.fixture(scope="module")
-def db_path(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
-    tarball = corpus / "hexdocs" / f"{PACKAGE}-{VERSION}.tar.gz"
-    path = tmp_path_factory.mktemp("learned") / "engine.db"
-    return index_corpus_package(path, tarball, PACKAGE, VERSION)
-
-
 @pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    opened = Store(db_path)
-    yield opened
-    opened.close()
+def store(jason_store: Store) -> Store:
+    return jason_store
 
 
 QUERIES = ("pretty print JSON with indentation", "decode a big number exactly", "Jason.encode!/2")
