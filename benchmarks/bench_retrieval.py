@@ -3,7 +3,7 @@
 Indexes every package@version that the dev set (../shared/eval/dev.jsonl), the bundled set
 (examples/eval/queries.jsonl), the agent set (examples/eval/heldout_agent.jsonl) and the
 confirmation sets (examples/eval/confirm_tasks.jsonl, confirm_errors.jsonl) and the held-out
-error and task sets (heldout_errors.jsonl, heldout_tasks.jsonl) name,
+error, task and mixed sets (heldout_errors.jsonl, heldout_tasks.jsonl, heldout_mixed.jsonl) name,
 into ONE database (so BM25 statistics and vector neighbours see the other packages, as a
 real project index does), with the real local embedder, then prints recall@5 / MRR@10 per
 set, mode and kind, and the warm in-process latency of mode rrf.
@@ -65,6 +65,7 @@ SETS = {
     "errors": REPO / "examples" / "eval" / "confirm_errors.jsonl",
     "heldout_errors": REPO / "examples" / "eval" / "heldout_errors.jsonl",
     "heldout_tasks": REPO / "examples" / "eval" / "heldout_tasks.jsonl",
+    "heldout_mixed": REPO / "examples" / "eval" / "heldout_mixed.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"

@@ -30,11 +30,12 @@ CONFIRM = REPO_ROOT / "examples" / "eval" / "confirm_tasks.jsonl"
 CONFIRM_ERRORS = REPO_ROOT / "examples" / "eval" / "confirm_errors.jsonl"
 HELDOUT_ERRORS = REPO_ROOT / "examples" / "eval" / "heldout_errors.jsonl"
 HELDOUT_TASKS = REPO_ROOT / "examples" / "eval" / "heldout_tasks.jsonl"
+HELDOUT_MIXED = REPO_ROOT / "examples" / "eval" / "heldout_mixed.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
-# confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error
-# and task sets' with `he-` and `ht-`.
-_ID = re.compile(r"^(?:c[fe]-|h[et]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error,
+# task and mixed sets' with `he-`, `ht-` and `hm-`.
+_ID = re.compile(r"^(?:c[fe]-|h[etm]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -61,7 +62,16 @@ def _items(package: str, version: str) -> tuple[DocItem, ...]:
 def _sets() -> list[Path]:
     return [
         path
-        for path in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS, DEV)
+        for path in (
+            BUNDLED,
+            AGENT,
+            CONFIRM,
+            CONFIRM_ERRORS,
+            HELDOUT_ERRORS,
+            HELDOUT_TASKS,
+            HELDOUT_MIXED,
+            DEV,
+        )
         if path.is_file()
     ]
 
@@ -123,7 +133,9 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
     assert all(q.note.strip() for q in queries), "every query says why its answer answers it"
 
 
-@pytest.mark.parametrize("path", [AGENT, CONFIRM, HELDOUT_TASKS], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [AGENT, CONFIRM, HELDOUT_TASKS, HELDOUT_MIXED], ids=lambda p: p.name
+)
 def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
     # A task is asked in the user's words: naming the answering function would make it a
     # symbol query in disguise and measure the keyword arm instead of understanding.
@@ -137,7 +149,9 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
                 assert named["name"].lower() not in text, f"{query.id} names {named['name']}"
 
 
-@pytest.mark.parametrize("path", [AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_MIXED], ids=lambda p: p.name
+)
 def test_errors_are_pasted_output_not_questions(path: Path) -> None:
     # What an agent pastes is the printed message, often with PIDs, paths and line numbers.
     errors = [q for q in load_queries(path) if q.kind == "error"]
@@ -193,5 +207,59 @@ def test_held_out_task_set_is_tasks_over_enough_packages() -> None:
     assert len(queries) >= 60 and {q.kind for q in queries} == {"task"}
     assert len(packages) >= 12 and max(packages.values()) <= 7, packages
     others = {q.query for other in (AGENT, CONFIRM) for q in load_queries(other)}
+    assert not others & {q.query for q in queries}
+    assert all(q.note.strip() for q in queries)
+
+
+# The one index the mixed set runs in: the dev, bundled and agent sets' versions.
+MIXED_VERSIONS = {
+    "anubis_mcp": "2.0.0",
+    "boruta": "2.3.8",
+    "db_connection": "2.10.2",
+    "decimal": "2.3.0",
+    "ecto": "3.14.2",
+    "ecto_sql": "3.14.0",
+    "ecto_sqlite3": "0.24.1",
+    "eex": "1.18.4",
+    "elixir": "1.18.4",
+    "ex_unit": "1.18.4",
+    "exqlite": "0.39.0",
+    "finch": "0.23.0",
+    "gen_magic": "1.1.1",
+    "iex": "1.18.4",
+    "jason": "1.4.4",
+    "lazy_html": "0.1.11",
+    "logger": "1.18.4",
+    "mime": "2.0.7",
+    "mint": "1.9.3",
+    "mix": "1.18.4",
+    "nimble_options": "1.1.1",
+    "nimble_pool": "1.1.0",
+    "plug": "1.19.2",
+    "plug_crypto": "2.1.1",
+    "req": "0.7.3",
+    "sqlite_vec": "0.1.0",
+    "telemetry": "1.2.1",
+    "text_chunker": "0.7.0",
+}
+
+
+def test_held_out_mixed_set_is_balanced_over_enough_packages() -> None:
+    # Written from the docs alone before any search ran on it, to judge one future change:
+    # 45 tasks, 30 concepts and 25 error pastes over the main index's package versions.
+    queries = load_queries(HELDOUT_MIXED)
+    packages = Counter(q.package for q in queries)
+    kinds = Counter(q.kind for q in queries)
+    assert len(queries) == 100
+    assert kinds == {"task": 45, "concept": 30, "error": 25}, kinds
+    assert len(packages) >= 14 and max(packages.values()) <= 9, packages
+    off = {(q.package, q.version) for q in queries if MIXED_VERSIONS.get(q.package) != q.version}
+    assert not off, f"versions outside the main index: {off}"
+    assert len({q.id for q in queries}) == len(queries)
+    others = {
+        q.query
+        for other in (AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS)
+        for q in load_queries(other)
+    }
     assert not others & {q.query for q in queries}
     assert all(q.note.strip() for q in queries)
