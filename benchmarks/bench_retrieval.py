@@ -66,6 +66,7 @@ SETS = {
     "heldout_errors": REPO / "examples" / "eval" / "heldout_errors.jsonl",
     "heldout_tasks": REPO / "examples" / "eval" / "heldout_tasks.jsonl",
     "heldout_mixed": REPO / "examples" / "eval" / "heldout_mixed.jsonl",
+    "heldout_third": REPO / "examples" / "eval" / "heldout_third.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"

@@ -31,11 +31,12 @@ CONFIRM_ERRORS = REPO_ROOT / "examples" / "eval" / "confirm_errors.jsonl"
 HELDOUT_ERRORS = REPO_ROOT / "examples" / "eval" / "heldout_errors.jsonl"
 HELDOUT_TASKS = REPO_ROOT / "examples" / "eval" / "heldout_tasks.jsonl"
 HELDOUT_MIXED = REPO_ROOT / "examples" / "eval" / "heldout_mixed.jsonl"
+HELDOUT_THIRD = REPO_ROOT / "examples" / "eval" / "heldout_third.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
 # confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error,
-# task and mixed sets' with `he-`, `ht-` and `hm-`.
-_ID = re.compile(r"^(?:c[fe]-|h[etm]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# task, mixed and third sets' with `he-`, `ht-`, `hm-` and `h3-`.
+_ID = re.compile(r"^(?:c[fe]-|h[etm3]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -70,6 +71,7 @@ def _sets() -> list[Path]:
             HELDOUT_ERRORS,
             HELDOUT_TASKS,
             HELDOUT_MIXED,
+            HELDOUT_THIRD,
             DEV,
         )
         if path.is_file()
@@ -134,7 +136,7 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [AGENT, CONFIRM, HELDOUT_TASKS, HELDOUT_MIXED], ids=lambda p: p.name
+    "path", [AGENT, CONFIRM, HELDOUT_TASKS, HELDOUT_MIXED, HELDOUT_THIRD], ids=lambda p: p.name
 )
 def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
     # A task is asked in the user's words: naming the answering function would make it a
@@ -150,7 +152,9 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_MIXED], ids=lambda p: p.name
+    "path",
+    [AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_MIXED, HELDOUT_THIRD],
+    ids=lambda p: p.name,
 )
 def test_errors_are_pasted_output_not_questions(path: Path) -> None:
     # What an agent pastes is the printed message, often with PIDs, paths and line numbers.
@@ -259,6 +263,39 @@ def test_held_out_mixed_set_is_balanced_over_enough_packages() -> None:
     others = {
         q.query
         for other in (AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS)
+        for q in load_queries(other)
+    }
+    assert not others & {q.query for q in queries}
+    assert all(q.note.strip() for q in queries)
+
+
+def test_held_out_third_set_is_balanced_over_enough_packages() -> None:
+    # Written from the docs alone before any search ran on it, without reading the other
+    # query sets, to judge one future change: 40 tasks, 30 concepts and 30 error pastes
+    # over the main index's package versions.
+    queries = load_queries(HELDOUT_THIRD)
+    packages = Counter(q.package for q in queries)
+    kinds = Counter(q.kind for q in queries)
+    assert len(queries) == 100
+    assert kinds == {"task": 40, "concept": 30, "error": 30}, kinds
+    assert len(packages) >= 16 and max(packages.values()) <= 8, packages
+    off = {(q.package, q.version) for q in queries if MIXED_VERSIONS.get(q.package) != q.version}
+    assert not off, f"versions outside the main index: {off}"
+    assert len({q.id for q in queries}) == len(queries)
+    assert all(q.id.startswith("h3-") for q in queries)
+    others = {
+        q.query
+        for other in (
+            BUNDLED,
+            AGENT,
+            CONFIRM,
+            CONFIRM_ERRORS,
+            HELDOUT_ERRORS,
+            HELDOUT_TASKS,
+            HELDOUT_MIXED,
+            DEV,
+        )
+        if other.is_file()
         for q in load_queries(other)
     }
     assert not others & {q.query for q in queries}
