@@ -248,54 +248,32 @@ MIXED_VERSIONS = {
 }
 
 
-def test_held_out_mixed_set_is_balanced_over_enough_packages() -> None:
-    # Written from the docs alone before any search ran on it, to judge one future change:
-    # 45 tasks, 30 concepts and 25 error pastes over the main index's package versions.
-    queries = load_queries(HELDOUT_MIXED)
+@pytest.mark.parametrize(
+    ("path", "kinds", "spread", "most", "prefix"),
+    [
+        (HELDOUT_MIXED, {"task": 45, "concept": 30, "error": 25}, 14, 9, "hm-"),
+        (HELDOUT_THIRD, {"task": 40, "concept": 30, "error": 30}, 16, 8, "h3-"),
+    ],
+    ids=lambda v: getattr(v, "name", None) or "",
+)
+def test_held_out_mixed_sets_are_balanced_over_enough_packages(
+    path: Path, kinds: dict[str, int], spread: int, most: int, prefix: str
+) -> None:
+    # Each written from the docs alone before any search ran on it, without reading the
+    # other query sets, to judge one future change over the main index's package versions.
+    queries = load_queries(path)
     packages = Counter(q.package for q in queries)
-    kinds = Counter(q.kind for q in queries)
-    assert len(queries) == 100
-    assert kinds == {"task": 45, "concept": 30, "error": 25}, kinds
-    assert len(packages) >= 14 and max(packages.values()) <= 9, packages
+    assert Counter(q.kind for q in queries) == kinds
+    assert len(packages) >= spread and max(packages.values()) <= most, packages
     off = {(q.package, q.version) for q in queries if MIXED_VERSIONS.get(q.package) != q.version}
     assert not off, f"versions outside the main index: {off}"
     assert len({q.id for q in queries}) == len(queries)
+    assert all(q.id.startswith(prefix) for q in queries)
     others = {
         q.query
-        for other in (AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS)
-        for q in load_queries(other)
-    }
-    assert not others & {q.query for q in queries}
-    assert all(q.note.strip() for q in queries)
-
-
-def test_held_out_third_set_is_balanced_over_enough_packages() -> None:
-    # Written from the docs alone before any search ran on it, without reading the other
-    # query sets, to judge one future change: 40 tasks, 30 concepts and 30 error pastes
-    # over the main index's package versions.
-    queries = load_queries(HELDOUT_THIRD)
-    packages = Counter(q.package for q in queries)
-    kinds = Counter(q.kind for q in queries)
-    assert len(queries) == 100
-    assert kinds == {"task": 40, "concept": 30, "error": 30}, kinds
-    assert len(packages) >= 16 and max(packages.values()) <= 8, packages
-    off = {(q.package, q.version) for q in queries if MIXED_VERSIONS.get(q.package) != q.version}
-    assert not off, f"versions outside the main index: {off}"
-    assert len({q.id for q in queries}) == len(queries)
-    assert all(q.id.startswith("h3-") for q in queries)
-    others = {
-        q.query
-        for other in (
-            BUNDLED,
-            AGENT,
-            CONFIRM,
-            CONFIRM_ERRORS,
-            HELDOUT_ERRORS,
-            HELDOUT_TASKS,
-            HELDOUT_MIXED,
-            DEV,
-        )
-        if other.is_file()
+        for other in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS)
+        + (HELDOUT_MIXED, HELDOUT_THIRD, DEV)
+        if other != path and other.is_file()
         for q in load_queries(other)
     }
     assert not others & {q.query for q in queries}
