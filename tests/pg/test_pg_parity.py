@@ -22,6 +22,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.store import Store
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.search.arms import BM25_WEIGHTS
+from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.sanitizer import to_phrases
 from tests.helpers import HashingEmbedder
 
@@ -154,3 +155,18 @@ def test_vector_ranks_are_the_same(stores: tuple[Store, PgStore]) -> None:
             )
             assert [i for i, _ in got] == [i for i, _ in want]
             np.testing.assert_allclose([d for _, d in got], [d for _, d in want], atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["rrf", "fts"])
+async def test_whole_searches_are_the_same(stores: tuple[Store, PgStore], mode: str) -> None:
+    """Arms, fusion, feedback and the learned ranking (which reads raw bm25 scores and
+    stored vectors) give one answer on both engines."""
+    sqlite, pg = stores
+    for query in QUERIES:
+        want = await SearchEngine(sqlite, HashingEmbedder(), None).search(
+            "jason", query, limit=10, mode=mode
+        )
+        got = await SearchEngine(pg, HashingEmbedder(), None).search(
+            "jason", query, limit=10, mode=mode
+        )
+        assert [h.ref for h in got.hits] == [h.ref for h in want.hits], query
