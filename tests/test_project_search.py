@@ -15,13 +15,13 @@ import pytest
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.store import Store
-from hexlocal_core.model import Hit, SyncState
+from hexlocal_core.model import Hit, PackageState, Phase, SyncState
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.cross_package import fuse_packages, search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.tuning import POOL
 from hexlocal_core.service import Hexlocal, build
-from hexlocal_core.usecases.project_search import ALL_PACKAGES
+from hexlocal_core.usecases.project_search import ALL_PACKAGES, is_searchable
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.helpers import (
     HashingEmbedder,
@@ -448,3 +448,21 @@ async def test_project_wide_rerank_without_a_cross_encoder_says_so_once(tmp_path
     assert [n.code for n in first.notices] == ["rerank_unavailable"]
     assert second.notices == ()
     assert [h.chunk_id for h in first.hits] == [h.chunk_id for h in fused.hits]
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_a_package_whose_chunks_are_in_stays_searched_in_every_phase(phase: Phase) -> None:
+    """Sync's second pass finishes a package from its stored chunks, starting at
+    `resolving`: the package must not drop out of a project search meanwhile."""
+    indexing = PackageState(
+        "telemetry",
+        SyncState.INDEXING,
+        kind="hex",
+        locked_version="1.2.1",
+        indexed_version="1.2.1",
+        chunks=75,
+        phase=phase,
+    )
+    assert is_searchable(indexing)
+    assert not is_searchable(attrs.evolve(indexing, indexed_version="1.2.0"))  # another version
+    assert not is_searchable(attrs.evolve(indexing, chunks=0, indexed_version=None))

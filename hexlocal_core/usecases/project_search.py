@@ -17,7 +17,7 @@ import attrs
 
 from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.model import Notice, PackageState, Phase, SearchResult, SyncState
+from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.tuning import MODES
@@ -129,19 +129,23 @@ def _scope(states: Sequence[PackageState], wanted: tuple[str, ...] | None) -> _S
     else:
         chosen = [by_name[n] for n in wanted if n in by_name]
         unknown = tuple(n for n in wanted if n not in by_name)
-    searchable = tuple(s for s in chosen if _searchable(s))
-    missing = tuple(s for s in chosen if not _searchable(s))
+    searchable = tuple(s for s in chosen if is_searchable(s))
+    missing = tuple(s for s in chosen if not is_searchable(s))
     return _Scope(searchable, missing, unknown)
 
 
-def _searchable(state: PackageState) -> bool:
+def is_searchable(state: PackageState) -> bool:
     """Indexed, or being indexed with its chunks already in at the version it runs (the
-    vectors come after the chunks: the keyword arm answers meanwhile)."""
+    vectors come after the chunks: the keyword arm answers meanwhile).
+
+    Whatever the job's phase: sync's second pass finishes a package from its stored
+    chunks and starts at `resolving`, so a package searched a moment before would drop
+    out of the scope, named "not indexed", until the job reached `embedding`. The stored
+    version stays whole while a job rewrites it (one transaction)."""
     if state.state is SyncState.INDEXED:
         return True
     return (
         state.state is SyncState.INDEXING
-        and state.phase is Phase.EMBEDDING
         and state.chunks > 0
         and state.indexed_version == state.locked_version
     )
