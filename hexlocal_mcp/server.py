@@ -172,13 +172,21 @@ class ArgumentErrors(Middleware):
             raise ToolError(argument_message(context.message.name, cause)) from exc
 
 
+# Problems named in one error; a list of 13 bad ids made a 2,000-character line that says
+# the same thing 13 times (found by the argument fuzzer).
+MAX_PROBLEMS = 3
+
+
 def argument_message(tool: str, error: PydanticValidationError) -> str:
     problems = []
-    for item in error.errors(include_url=False):
+    items = error.errors(include_url=False)
+    for item in items[:MAX_PROBLEMS]:
         where = ".".join(_loc_part(part) for part in item["loc"]) or "arguments"
         got = "" if item["type"] == "missing" else f" (got {_described(item['input'])})"
         message = _PLAIN_WORDS.get(item["type"], item["msg"])
         problems.append(f"{where}: {message}{got}")
+    if len(items) > MAX_PROBLEMS:
+        problems.append(f"and {len(items) - MAX_PROBLEMS} more")
     return f"invalid arguments for {tool}: " + "; ".join(problems) + ". Fix them and call again."
 
 

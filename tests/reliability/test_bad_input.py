@@ -201,6 +201,8 @@ CASES: list[tuple[str, str, Any, str]] = [
     ("search_project_docs", "query", "\ud83d", r"surrogate"),
     ("remember", "texts", ["a lesson \ud800"], r"texts.*surrogate"),
     ("remember", "tags", ["\udfff"], r"tag"),
+    # Twenty bad entries: the first three named, the rest counted, one short line.
+    ("remember_status", "request_ids", ["x\ud800"] * 20, r"request_ids\.2.*; and 17 more\."),
     ("recall", "query", "\ud800", r"surrogate"),
     ("recall", "limit", -(10**30), r"limit"),
     ("search_github_issues", "query", "x\ud800", r"surrogate"),
