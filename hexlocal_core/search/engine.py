@@ -204,7 +204,14 @@ class SearchEngine:
 
             def fed_back() -> tuple[list[int], list[int]]:
                 return self._feed_back(
-                    package, fts_ids, vec_ids, first, query_vector_used, plan, examples_only, depth
+                    package,
+                    fts_ids,
+                    vec_ids,
+                    first,
+                    query_vector_used,
+                    plan.shape,
+                    examples_only,
+                    depth,
                 )
 
             fused, vec_ids = await asyncio.to_thread(fed_back)
@@ -273,11 +280,10 @@ class SearchEngine:
         self,
         fts_ids: list[int],
         vec_ids: list[int],
-        shape: Shape = Shape.PROSE,
-        depth: int | None = None,
+        shape: Shape,
+        depth: int,
     ) -> list[int]:
-        """RRF of the arms, boilerplate demoted, one chunk per item, cut to `depth` (None:
-        the pool size)."""
+        """RRF of the arms, boilerplate demoted, one chunk per item, cut to `depth`."""
         t = self.tuning
         located = self.store.session().chunks.locate([*fts_ids, *vec_ids])
         scale = boilerplate_scale(
@@ -287,7 +293,7 @@ class SearchEngine:
         fused = rrf([fts_ids, vec_ids], k=t.rrf_k, weights=[fts_weight, vec_weight], scale=scale)
         if t.one_chunk_per_item:
             fused = one_per_key(fused, {cid: ref for cid, (ref, _) in located.items()})
-        return fused[: depth or t.pool]
+        return fused[:depth]
 
     def _feeds_back(self, mode: str, shape: Shape, pool: list[int]) -> bool:
         t = self.tuning
@@ -306,7 +312,7 @@ class SearchEngine:
         vec_ids: list[int],
         pool: list[int],
         vector: Vectors,
-        plan: _Plan,
+        shape: Shape,
         examples_only: bool,
         depth: int,
     ) -> tuple[list[int], list[int]]:
@@ -325,7 +331,7 @@ class SearchEngine:
             examples_only=examples_only,
         )
         again = [cid for cid, _ in found]
-        return self._fuse(fts_ids, again, plan.shape, depth), again
+        return self._fuse(fts_ids, again, shape, depth), again
 
     def _learned(self, arms: _ArmsSaw, fused: list[int]) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""
