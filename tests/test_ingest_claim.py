@@ -110,6 +110,40 @@ async def test_a_cancelled_wait_takes_nothing(
     assert fake_hex.requests_to("*jason*") == []
 
 
+class SlowToClaim(Store):
+    """The real store and its real file claim, taken only once `go` is set: a cancel
+    lands while the worker thread is acquiring it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.asked = threading.Event()
+        self.go = threading.Event()
+
+    def try_ingest_claim(self, package: str, version: str) -> Any:
+        self.asked.set()
+        self.go.wait(10)
+        return super().try_ingest_claim(package, version)
+
+
+async def test_a_cancel_while_the_claim_is_being_taken_gives_it_back(
+    tmp_path: Path, hex_client: HexClient, fake_hex: FakeHex
+) -> None:
+    # The shutdown of one service must not leave the claim held: another service on the
+    # same index in this process (a library user, a test) would wait on it for ever.
+    store = SlowToClaim(tmp_path / "x.db")
+    run = asyncio.create_task(_ingestor(store, hex_client, tmp_path).run(JASON, lambda _: None))
+    await asyncio.to_thread(store.asked.wait, 10)
+    run.cancel()
+    await asyncio.sleep(0.05)  # the task is cancelled while the thread still works
+    store.go.set()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    again = Store.try_ingest_claim(store, "jason", "1.4.4")
+    assert again is not None, "the cancelled ingestion kept its claim"
+    again.release()
+    assert fake_hex.requests_to("*jason*") == [] and store.package("jason") is None
+
+
 def _partial_jason(store: Store) -> None:
     """The other server's first step: jason 1.4.4's chunks, no vectors yet."""
     chunks = [chunk_of(item("Jason.html#decode/2", "Parses JSON.", package="jason"))]

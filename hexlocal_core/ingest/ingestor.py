@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from pathlib import Path
 
 from attrs import frozen
@@ -129,11 +130,11 @@ class Ingestor:
         name, version = resolved.name, resolved.version
         waited = searchable = False
         while True:
-            claim = await in_worker(lambda: self._store.try_ingest_claim(name, version))
+            attempt = partial(self._attempt_claim, name, version, waited=waited)
+            claim, elsewhere = await in_worker(attempt, undo=_release_attempt)
+            if elsewhere:
+                return None
             if claim is not None:
-                if waited and await in_worker(lambda: self._indexed_at(name, version)):
-                    await in_worker(claim.release)
-                    return None
                 return claim
             if not waited:
                 message = "another hexlocal process sharing this index is indexing it; waiting"
@@ -146,6 +147,18 @@ class Ingestor:
                 progress(IngestProgress(name, version, Phase.EMBEDDING, message=message))
                 searchable = True
             await asyncio.sleep(CLAIM_POLL_S)  # cancellable: a shutdown stops the wait
+
+    def _attempt_claim(
+        self, name: str, version: str, *, waited: bool
+    ) -> tuple[IngestClaim | None, bool]:
+        """One try at the claim, in one worker call (so a cancel can give it back): the
+        claim, or none while another holds it; True when, after a wait, the other process
+        turned out to have indexed the version (the claim is released again)."""
+        claim = self._store.try_ingest_claim(name, version)
+        if claim is not None and waited and self._indexed_at(name, version):
+            claim.release()
+            return None, True
+        return claim, False
 
     def _resumable(self, resolved: ResolvedVersion) -> Unembedded | None:
         """The stored chunks of a partial `resolved` that lack a vector, when finishing them
@@ -220,3 +233,9 @@ def _report_of(package: IndexedPackage, started: float) -> IngestReport:
         reused=0,
         seconds=round(time.perf_counter() - started, 3),
     )
+
+
+def _release_attempt(attempt: tuple[IngestClaim | None, bool]) -> None:
+    claim, _ = attempt
+    if claim is not None:
+        claim.release()

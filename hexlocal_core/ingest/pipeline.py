@@ -71,17 +71,23 @@ def provider_of(embedder: Embedder) -> str:
     return embedder.model_id.split(":", 1)[0] if ":" in embedder.model_id else "api"
 
 
-async def in_worker(work: Callable[[], T]) -> T:
+async def in_worker(work: Callable[[], T], *, undo: Callable[[T], None] | None = None) -> T:
     """`work()` in a worker thread that is always waited for, even when the caller is
     cancelled: the thread stops at its next cancel checkpoint (or commits its transaction),
-    so nothing of a cancelled job still runs once its task has ended."""
+    so nothing of a cancelled job still runs once its task has ended.
+
+    `undo`: for work that acquires something (a lock, a queue row). A caller cancelled
+    while the thread ran never receives the result, so `undo(result)` gives it back;
+    without it the acquisition would outlive the task (a claim held until the process
+    ends, and another service in this process waiting on it for ever)."""
     future = asyncio.ensure_future(asyncio.to_thread(work))
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:
         await asyncio.wait([future])
-        if not future.cancelled():
-            future.exception()  # retrieved: the cancellation is what the caller reports
+        if not future.cancelled() and future.exception() is None and undo is not None:
+            result = future.result()
+            await asyncio.wait([asyncio.ensure_future(asyncio.to_thread(undo, result))])
         raise
 
 

@@ -267,7 +267,7 @@ class Syncer:
             if self._pending:  # rows were queued: their chunks first, then their vectors
                 self._pending = False
                 await self._write_chunks_first()
-            row = await in_worker(lambda: self._store.sync.claim_next())
+            row = await in_worker(self._store.sync.claim_next, undo=self._requeue)
             if row is None:
                 if self._pending:
                     continue
@@ -339,6 +339,11 @@ class Syncer:
             lambda: self._store.sync.finish(row.package, "failed", reason=reason, retry=retry)
         )
         self._tell(row, SyncState.FAILED, reason)
+
+    def _requeue(self, row: SyncRow | None) -> None:
+        """A row claimed just as the worker was cancelled goes back to the queue."""
+        if row is not None:
+            self._finish_now(row, "queued", None)
 
     def _finish_now(self, row: SyncRow, status: str, reason: str | None) -> None:
         # Synchronous on purpose: it runs while the task is being cancelled.

@@ -1,0 +1,55 @@
+"""`in_worker`: the thread of a cancelled caller is waited for, and what it acquired is
+given back (the sync queue's row and the ingestion claim are taken this way)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from hexlocal_core.ingest.pipeline import in_worker
+
+
+async def test_a_result_the_cancelled_caller_never_sees_is_undone() -> None:
+    started, go = threading.Event(), threading.Event()
+    undone: list[str] = []
+
+    def acquire() -> str:
+        started.set()
+        go.wait(10)
+        return "row 7"
+
+    task = asyncio.create_task(in_worker(acquire, undo=undone.append))
+    await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # the thread is still waited for
+    go.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert undone == ["row 7"]
+
+
+async def test_a_result_delivered_is_not_undone() -> None:
+    undone: list[str] = []
+    assert await in_worker(lambda: "row 7", undo=undone.append) == "row 7"
+    assert undone == []
+
+
+async def test_work_that_failed_has_nothing_to_undo() -> None:
+    started, go = threading.Event(), threading.Event()
+    undone: list[object] = []
+
+    def fail() -> str:
+        started.set()
+        go.wait(10)
+        raise OSError("disk gone")
+
+    task = asyncio.create_task(in_worker(fail, undo=undone.append))
+    await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    go.set()
+    with pytest.raises(asyncio.CancelledError):  # the cancel is what the caller reports
+        await task
+    assert undone == []
