@@ -5,30 +5,39 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
 from hexlocal_core.ingest.pipeline import in_worker
 
 
-async def test_a_result_the_cancelled_caller_never_sees_is_undone() -> None:
+async def cancelled_while_working(outcome: str | Exception) -> list[object]:
+    """Runs work that ends in `outcome` once its caller was cancelled; what `undo` got."""
     started, go = threading.Event(), threading.Event()
-    undone: list[str] = []
+    undone: list[object] = []
 
-    def acquire() -> str:
+    def work() -> str:
         started.set()
         go.wait(10)
-        return "row 7"
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
-    task = asyncio.create_task(in_worker(acquire, undo=undone.append))
+    undo: Callable[[str], None] = undone.append
+    task = asyncio.create_task(in_worker(work, undo=undo))
     await asyncio.to_thread(started.wait, 10)
     task.cancel()
     await asyncio.sleep(0.05)
     assert not task.done()  # the thread is still waited for
     go.set()
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError):  # the cancel is what the caller reports
         await task
-    assert undone == ["row 7"]
+    return undone
+
+
+async def test_a_result_the_cancelled_caller_never_sees_is_undone() -> None:
+    assert await cancelled_while_working("row 7") == ["row 7"]
 
 
 async def test_a_result_delivered_is_not_undone() -> None:
@@ -38,18 +47,4 @@ async def test_a_result_delivered_is_not_undone() -> None:
 
 
 async def test_work_that_failed_has_nothing_to_undo() -> None:
-    started, go = threading.Event(), threading.Event()
-    undone: list[object] = []
-
-    def fail() -> str:
-        started.set()
-        go.wait(10)
-        raise OSError("disk gone")
-
-    task = asyncio.create_task(in_worker(fail, undo=undone.append))
-    await asyncio.to_thread(started.wait, 10)
-    task.cancel()
-    go.set()
-    with pytest.raises(asyncio.CancelledError):  # the cancel is what the caller reports
-        await task
-    assert undone == []
+    assert await cancelled_while_working(OSError("disk gone")) == []
