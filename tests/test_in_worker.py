@@ -12,8 +12,11 @@ import pytest
 from hexlocal_core.ingest.pipeline import in_worker
 
 
-async def cancelled_while_working(outcome: str | Exception) -> list[object]:
-    """Runs work that ends in `outcome` once its caller was cancelled; what `undo` got."""
+async def cancelled_while_working(
+    outcome: str | Exception, undo: Callable[[str], None] | None = None
+) -> list[object]:
+    """Runs work that ends in `outcome` once its caller was cancelled; what `undo` got
+    (the default undo records it)."""
     started, go = threading.Event(), threading.Event()
     undone: list[object] = []
 
@@ -24,8 +27,7 @@ async def cancelled_while_working(outcome: str | Exception) -> list[object]:
             raise outcome
         return outcome
 
-    undo: Callable[[str], None] = undone.append
-    task = asyncio.create_task(in_worker(work, undo=undo))
+    task = asyncio.create_task(in_worker(work, undo=undo or undone.append))
     await asyncio.to_thread(started.wait, 10)
     task.cancel()
     await asyncio.sleep(0.05)
@@ -48,3 +50,15 @@ async def test_a_result_delivered_is_not_undone() -> None:
 
 async def test_work_that_failed_has_nothing_to_undo() -> None:
     assert await cancelled_while_working(OSError("disk gone")) == []
+
+
+async def test_an_undo_that_fails_is_logged_and_the_cancel_still_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def undo(_: str) -> None:
+        raise OSError("lock file gone")
+
+    await cancelled_while_working("row 7", undo=undo)
+    ours = [r for r in caplog.records if r.name == "hexlocal.ingest"]
+    assert any("could not give back" in r.getMessage() for r in ours)
+    assert any("lock file gone" in r.getMessage() for r in ours)

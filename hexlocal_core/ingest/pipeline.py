@@ -86,8 +86,13 @@ async def in_worker(work: Callable[[], T], *, undo: Callable[[T], None] | None =
     except asyncio.CancelledError:
         await asyncio.wait([future])
         if not future.cancelled() and future.exception() is None and undo is not None:
-            result = future.result()
-            await asyncio.wait([asyncio.ensure_future(asyncio.to_thread(undo, result))])
+            given_back = asyncio.ensure_future(asyncio.to_thread(undo, future.result()))
+            await asyncio.wait([given_back])
+            if not given_back.cancelled() and given_back.exception() is not None:
+                # Reported, not raised: the cancellation is what the caller reports.
+                log.warning(
+                    "could not give back what a cancelled worker took: %r", given_back.exception()
+                )
         raise
 
 
