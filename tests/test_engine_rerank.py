@@ -336,3 +336,25 @@ async def test_no_store_read_runs_on_the_event_loop(store: Store, query: str) ->
     hits = await engine.exact(PACKAGE, parse_identifier("Jason.encode/2"))  # type: ignore[arg-type]
     assert hits
     assert on_loop == []
+
+
+async def test_one_search_reads_each_chunk_row_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The learned stage reads the first 20 fused rows, the reranker 10 of them and the
+    # answer its hits: on PostgreSQL every read is a round trip, so none is read twice.
+    read: list[int] = []
+    hydrate = store.hydrate
+
+    def counted(ids: Sequence[int]) -> list[object]:
+        read.extend(ids)
+        return hydrate(ids)  # type: ignore[return-value]
+
+    monkeypatch.setattr(store, "hydrate", counted)
+    reranker = ScriptedReranker(agree)
+    outcome = await _search(_engine(store, reranker), mode="rerank", limit=5, exact=True)
+
+    assert reranker.calls == [(QUERY, POOL)]
+    assert len(outcome.hits) == 5 and all(h.content for h in outcome.hits)
+    assert {h.chunk_id for h in outcome.hits} <= set(read)
+    assert len(read) == len(set(read)), "a chunk row was read twice"

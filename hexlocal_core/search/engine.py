@@ -91,6 +91,22 @@ class SearchOutcome:
     pool: tuple[int, ...] = ()  # fused candidate ids (for eval: "answer in the pool")
 
 
+class _Rows:
+    """The chunk rows one search has read. Each stage hydrates only the ids it has not
+    seen: the learned stage reads 20, the reranker 10 of those, the answer 5 of them."""
+
+    def __init__(self, store: DocsStore) -> None:
+        self._store = store
+        self._by_id: dict[int, ChunkRow] = {}
+
+    def get(self, ids: Sequence[int]) -> list[ChunkRow]:
+        """Rows for the ids, in the order given; ids not stored are left out."""
+        missing = [cid for cid in dict.fromkeys(ids) if cid not in self._by_id]
+        if missing:
+            self._by_id.update((row.id, row) for row in self._store.hydrate(missing))
+        return [self._by_id[cid] for cid in ids if cid in self._by_id]
+
+
 class _Clock:
     def __init__(self) -> None:
         self.ms: dict[str, float] = {}
@@ -170,6 +186,7 @@ class SearchEngine:
                 f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
             )
         clock = _Clock()
+        rows = _Rows(self.store)
         out_notices: list[Notice] = []
         plan = plan_query(query, self.tuning, package)
 
@@ -219,7 +236,7 @@ class SearchEngine:
         pool = fused
         if self.tuning.learns(mode) and vector_used is not None and len(fused) > 1:
             arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used)
-            pool = await asyncio.to_thread(self._learned, arms, fused)
+            pool = await asyncio.to_thread(self._learned, arms, fused, rows)
             t = clock.lap("learned", t)
         pool = pool[: self.tuning.pool]
 
@@ -230,7 +247,7 @@ class SearchEngine:
             if notice:
                 out_notices.append(notice)
         elif mode == "rerank" and len(pool) > 1:
-            ranked, scores, notice = await self._rerank(query, pool)
+            ranked, scores, notice = await self._rerank(query, pool, rows)
             if notice:
                 out_notices.append(notice)
         clock.lap("rerank", t)
@@ -242,7 +259,7 @@ class SearchEngine:
             if ident is not None:
                 exact_ids = exact_chunk_ids(self.store.session().chunks, package, ident)
             final = list(dict.fromkeys([*exact_ids, *ranked]))[:limit]
-            return self._hits(final, fts_ids, vec_ids, pool, scores, set(exact_ids))
+            return self._hits(rows.get(final), fts_ids, vec_ids, pool, scores, set(exact_ids))
 
         hits = await asyncio.to_thread(answer)
         if not hits:
@@ -261,7 +278,8 @@ class SearchEngine:
         rest = [h for h in hits if not h.exact]
         if len(rest) < 2:
             return tuple(hits), None
-        ranked, scores, notice = await self._rerank(query, [h.chunk_id for h in rest])
+        ids = [h.chunk_id for h in rest]
+        ranked, scores, notice = await self._rerank(query, ids, _Rows(self.store))
         by_id = {h.chunk_id: h for h in rest}
         moved = [evolve(by_id[cid], rerank_score=scores.get(cid)) for cid in ranked]
         out = [*head, *moved]
@@ -272,7 +290,7 @@ class SearchEngine:
 
         def lookup() -> list[Hit]:
             ids = exact_chunk_ids(self.store.session().chunks, package, ident)
-            return self._hits(ids, [], [], [], {}, set(ids))
+            return self._hits(self.store.hydrate(ids), [], [], [], {}, set(ids))
 
         return tuple(await asyncio.to_thread(lookup))
 
@@ -333,17 +351,16 @@ class SearchEngine:
         again = [cid for cid, _ in found]
         return self._fuse(fts_ids, again, shape, depth), again
 
-    def _learned(self, arms: _ArmsSaw, fused: list[int]) -> list[int]:
+    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: _Rows) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""
-        pool = self._candidates(arms, fused)
+        pool = self._candidates(arms, fused, rows)
         ordered = learned_order(
             arms.plan.shape, arms.plan.fts_text, pool, self.tuning.learned_weight
         )
         return list(dict.fromkeys([*ordered, *fused]))
 
-    def _candidates(self, arms: _ArmsSaw, fused: list[int]) -> list[Candidate]:
+    def _candidates(self, arms: _ArmsSaw, fused: list[int], rows: _Rows) -> list[Candidate]:
         head = fused[: self.tuning.learned_depth]
-        rows = self.store.hydrate(head)
         stored = self.store.session().chunks.stored_vectors(arms.package, head)
         query = np.asarray(arms.vector, dtype=np.float32).reshape(-1)
         place = {cid: n for n, cid in enumerate(fused, start=1)}
@@ -356,7 +373,7 @@ class SearchEngine:
                 cosine=_cosine(query, stored.get(row.id)),
                 bm25=arms.bm25.get(row.id),
             )
-            for row in rows
+            for row in rows.get(head)
         ]
 
     def _keyword(self, package: str, query: str, examples_only: bool) -> list[tuple[int, float]]:
@@ -416,11 +433,11 @@ class SearchEngine:
         return [cid for cid, _ in found], None, vector
 
     async def _rerank(
-        self, query: str, pool: list[int]
+        self, query: str, pool: list[int], read: _Rows
     ) -> tuple[list[int], dict[int, float], Notice | None]:
         if self.reranker is None:
             return pool, {}, self._rerank_absent()
-        rows = await asyncio.to_thread(self.store.hydrate, pool)
+        rows = await asyncio.to_thread(read.get, pool)
         passages = [passage(r) for r in rows]
         try:
             raw = await self.reranker.score(query, passages)
@@ -441,7 +458,7 @@ class SearchEngine:
 
     def _hits(
         self,
-        ids: Sequence[int],
+        rows: Sequence[ChunkRow],
         fts_ids: list[int],
         vec_ids: list[int],
         pool: list[int],
@@ -449,7 +466,7 @@ class SearchEngine:
         exact_ids: set[int],
     ) -> list[Hit]:
         hits = []
-        for final_rank, row in enumerate(self.store.hydrate(ids), start=1):
+        for final_rank, row in enumerate(rows, start=1):
             hit = hit_from_row(row)
             cid = row.id
             hits.append(
