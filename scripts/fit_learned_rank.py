@@ -7,7 +7,10 @@ prints its leave-one-set-out cross-validation next to the fused order, and print
 weights folded per query shape, ready to paste into `WEIGHTS`.
 
     python scripts/fit_learned_rank.py [--db PATH] [--errors-db PATH] [--l2 0.001]
-        [--weight W] [--sets dev,examples,...]
+        [--weight W] [--sets dev,examples,...] [--judge heldout_fourth,...]
+
+`--judge` names unspent sets of the main database: they are never fitted on; each is
+scored once, by kind, in the fused order, with the shipped weights and with the new fit.
 
 The databases are those of `benchmarks/bench_retrieval.py` (build them with it first;
 the error sets pin other versions of two packages, so they live in their own). Never fit
@@ -88,6 +91,7 @@ class Seen:
     ids: tuple[int, ...]
     exact: tuple[int, ...]
     relevant_ids: frozenset[int]
+    shipped: tuple[float, ...]  # the shipped weights' score of each candidate
 
 
 class _Recording(SearchEngine):
@@ -137,6 +141,7 @@ async def collect(db: Path, set_names: Sequence[str]) -> list[Seen]:
                     tuple(c.row.id for c in pool),
                     tuple(exact),
                     relevant,
+                    tuple(learned_rank.score(shape, learned_rank.words(text), pool)),
                 )
             )
     store.close()
@@ -173,8 +178,7 @@ def first_relevant(s: Seen, order: Sequence[int]) -> int | None:
 
 def bounded(s: Seen, w: npt.NDArray[np.float64], weight: float) -> list[int]:
     """Indices in the order `learned_rank.learned_order` gives (fused back by RRF)."""
-    ids = rerank_fuse(list(range(len(s.ids))), list(s.x @ w), weight=weight)
-    return list(ids)
+    return _fused_back(s, list(s.x @ w), weight)
 
 
 def cross_validate(seen: Sequence[Seen], l2: float, weight: float) -> None:
@@ -191,6 +195,25 @@ def cross_validate(seen: Sequence[Seen], l2: float, weight: float) -> None:
                 f"{name + ' ' + kind:24s} {len(part):4d}  {recall_at(base):.3f} / "
                 f"{mrr_at(base):.3f}     {recall_at(learned):.3f} / {mrr_at(learned):.3f}"
             )
+
+
+def judge(seen: Sequence[Seen], w: npt.NDArray[np.float64], weight: float) -> None:
+    print(f"{'judged':24s} {'n':>4s}  fused r@5 / MRR   shipped r@5 / MRR   refit r@5 / MRR")
+    for name in dict.fromkeys(s.set_name for s in seen):
+        test = [s for s in seen if s.set_name == name]
+        for kind in (*sorted({s.kind for s in test}), "all"):
+            part = [s for s in test if kind in ("all", s.kind)]
+            orders = (
+                [first_relevant(s, range(len(s.ids))) for s in part],
+                [first_relevant(s, _fused_back(s, s.shipped, weight)) for s in part],
+                [first_relevant(s, bounded(s, w, weight)) for s in part],
+            )
+            cells = "   ".join(f"{recall_at(o):.3f} / {mrr_at(o):.3f}  " for o in orders)
+            print(f"{name + ' ' + kind:24s} {len(part):4d}  {cells}")
+
+
+def _fused_back(s: Seen, scores: Sequence[float], weight: float) -> list[int]:
+    return list(rerank_fuse(list(range(len(s.ids))), list(scores), weight=weight))
 
 
 def print_weights(w: npt.NDArray[np.float64]) -> None:
@@ -215,11 +238,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--weight", type=float, default=SearchTuning().learned_weight, help="learned_weight"
     )
     parser.add_argument("--sets", type=lambda v: tuple(v.split(",")), default=MAIN_SETS)
+    parser.add_argument("--judge", type=lambda v: tuple(v.split(",")), default=())
     args = parser.parse_args(argv)
+    if set(args.judge) & {*args.sets, *ERROR_SETS}:
+        parser.error("a judged set must not be fitted on")
     seen = asyncio.run(collect(args.db, args.sets))
     seen += asyncio.run(collect(args.errors_db, ERROR_SETS))
     cross_validate(seen, args.l2, args.weight)
-    print_weights(fit(seen, args.l2))
+    weights = fit(seen, args.l2)
+    print_weights(weights)
+    if args.judge:
+        judge(asyncio.run(collect(args.db, args.judge)), weights, args.weight)
     return 0
 
 
