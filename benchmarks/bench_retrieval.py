@@ -4,7 +4,7 @@ Indexes every package@version that the dev set (../shared/eval/dev.jsonl), the b
 (examples/eval/queries.jsonl), the agent set (examples/eval/heldout_agent.jsonl) and the
 confirmation sets (examples/eval/confirm_tasks.jsonl, confirm_errors.jsonl) and the held-out
 error, task and mixed sets (heldout_errors.jsonl, heldout_tasks.jsonl, heldout_mixed.jsonl,
-heldout_third.jsonl) name,
+heldout_third.jsonl, heldout_fourth.jsonl) name,
 into ONE database (so BM25 statistics and vector neighbours see the other packages, as a
 real project index does), with the real local embedder, then prints recall@5 / MRR@10 per
 set, mode and kind, and the warm in-process latency of mode rrf.
@@ -68,6 +68,7 @@ SETS = {
     "heldout_tasks": REPO / "examples" / "eval" / "heldout_tasks.jsonl",
     "heldout_mixed": REPO / "examples" / "eval" / "heldout_mixed.jsonl",
     "heldout_third": REPO / "examples" / "eval" / "heldout_third.jsonl",
+    "heldout_fourth": REPO / "examples" / "eval" / "heldout_fourth.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"

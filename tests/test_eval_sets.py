@@ -32,11 +32,12 @@ HELDOUT_ERRORS = REPO_ROOT / "examples" / "eval" / "heldout_errors.jsonl"
 HELDOUT_TASKS = REPO_ROOT / "examples" / "eval" / "heldout_tasks.jsonl"
 HELDOUT_MIXED = REPO_ROOT / "examples" / "eval" / "heldout_mixed.jsonl"
 HELDOUT_THIRD = REPO_ROOT / "examples" / "eval" / "heldout_third.jsonl"
+HELDOUT_FOURTH = REPO_ROOT / "examples" / "eval" / "heldout_fourth.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
 # confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error,
-# task, mixed and third sets' with `he-`, `ht-`, `hm-` and `h3-`.
-_ID = re.compile(r"^(?:c[fe]-|h[etm3]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# task, mixed, third and fourth sets' with `he-`, `ht-`, `hm-`, `h3-` and `h4-`.
+_ID = re.compile(r"^(?:c[fe]-|h[etm34]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -72,6 +73,7 @@ def _sets() -> list[Path]:
             HELDOUT_TASKS,
             HELDOUT_MIXED,
             HELDOUT_THIRD,
+            HELDOUT_FOURTH,
             DEV,
         )
         if path.is_file()
@@ -136,7 +138,9 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [AGENT, CONFIRM, HELDOUT_TASKS, HELDOUT_MIXED, HELDOUT_THIRD], ids=lambda p: p.name
+    "path",
+    [AGENT, CONFIRM, HELDOUT_TASKS, HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH],
+    ids=lambda p: p.name,
 )
 def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
     # A task is asked in the user's words: naming the answering function would make it a
@@ -153,7 +157,7 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_MIXED, HELDOUT_THIRD],
+    [AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH],
     ids=lambda p: p.name,
 )
 def test_errors_are_pasted_output_not_questions(path: Path) -> None:
@@ -272,9 +276,26 @@ def test_held_out_mixed_sets_are_balanced_over_enough_packages(
     others = {
         q.query
         for other in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS)
-        + (HELDOUT_MIXED, HELDOUT_THIRD, DEV)
+        + (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, DEV)
         if other != path and other.is_file()
         for q in load_queries(other)
     }
     assert not others & {q.query for q in queries}
     assert all(q.note.strip() for q in queries)
+
+
+def test_held_out_fourth_set_is_task_error_symbol_thirds_over_enough_packages() -> None:
+    # Written from the docs alone before any search ran on it, without reading the other
+    # query sets: the three kinds agents ask most, in exact thirds, at the main index's
+    # package versions, sharing no query text with any other set.
+    queries = load_queries(HELDOUT_FOURTH)
+    packages = Counter(q.package for q in queries)
+    assert Counter(q.kind for q in queries) == {"task": 30, "error": 30, "symbol": 30}
+    assert len(packages) >= 14 and max(packages.values()) <= 8, packages
+    off = {(q.package, q.version) for q in queries if MIXED_VERSIONS.get(q.package) != q.version}
+    assert not off, f"versions outside the main index: {off}"
+    assert len({q.id for q in queries}) == len(queries)
+    assert all(q.id.startswith("h4-") for q in queries)
+    assert all(q.note.strip() for q in queries), "every query says why its answer answers it"
+    others = {q.query for other in _sets() if other != HELDOUT_FOURTH for q in load_queries(other)}
+    assert not others & {q.query for q in queries}
