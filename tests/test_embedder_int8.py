@@ -106,6 +106,17 @@ async def test_int8_keeps_the_nearest_neighbour(int8_embedder: LocalEmbedder) ->
     assert list((query_vectors @ doc_vectors.T).argmax(axis=1)) == [0, 1, 2, 3]
 
 
+async def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(
+    int8_embedder: LocalEmbedder, reference: list[dict[str, Any]]
+) -> None:
+    # A document embedded among others must get the vector a query of the same text gets
+    # alone: int8 scales its activations over the whole run, so shared runs would not.
+    texts = [item["text"] for item in reference]
+    together = await int8_embedder.embed(texts)
+    alone = np.vstack([await int8_embedder.embed([t]) for t in texts])
+    np.testing.assert_array_equal(together, alone)
+
+
 def _locate() -> model_sources.ModelFiles:
     return model_sources.resolve(model_settings(), Which.EMBEDDER)
 
