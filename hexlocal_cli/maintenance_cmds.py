@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import attrs
 import click
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -114,7 +115,10 @@ def reindex_command(dry_run: bool, as_json: bool) -> None:
         with _progress(enabled=not (as_json or dry_run)) as on_progress:
             return await service.reindex(dry_run=dry_run, progress=on_progress)
 
-    report = common.with_service(work)
+    # The configured model, the default when AI_EMBED_MODEL is unset: not the index's own,
+    # which every other command keeps serving it with (`Settings.served_with`).
+    settings = attrs.evolve(common.load_settings(), embed_model_set=True)
+    report = common.with_service(work, settings=settings)
     if as_json:
         common.emit_json({"dry_run": dry_run, **report.to_dict()})
     elif dry_run:

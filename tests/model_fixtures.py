@@ -61,14 +61,27 @@ def write_stand_in_reranker(dest: Path) -> Path:
     return dest
 
 
-@pytest.fixture(scope="session")
-def local_embedder() -> LocalEmbedder:
-    """The default local embedder (all-MiniLM-L6-v2), loaded once per session."""
+FP32_MODEL = "sentence-transformers/all-MiniLM-L6-v2"  # the reference vectors' model
+
+
+def _loaded(settings: Settings) -> LocalEmbedder:
     if model_sources.pypi_model_dir() is None:
         pytest.skip(f"the model package is absent: {model_sources.PYPI_INSTALL}")
-    embedder = build_local_embedder(model_settings())
+    embedder = build_local_embedder(settings)
     embedder.ensure_loaded()
     return embedder
+
+
+@pytest.fixture(scope="session")
+def local_embedder() -> LocalEmbedder:
+    """The default local embedder (all-MiniLM-L6-v2's int8 graph), loaded once per session."""
+    return _loaded(model_settings())
+
+
+@pytest.fixture(scope="session")
+def fp32_embedder() -> LocalEmbedder:
+    """all-MiniLM-L6-v2 in fp32, the model the shared reference vectors come from."""
+    return _loaded(model_settings(AI_EMBED_MODEL=FP32_MODEL))
 
 
 @pytest.fixture(scope="session")

