@@ -226,7 +226,15 @@ class Settings:
         if self.embed_model_set or not indexed_model or not indexed_model.startswith("local:"):
             return self
         kept = evolve(self, ai_embed_model=indexed_model.removeprefix("local:"))
-        return kept if kept.uses_local_embedder else self
+        if not kept.uses_local_embedder or kept.ai_embed_model == self.ai_embed_model:
+            return self
+        log.info(
+            "the index was embedded by %s: kept while AI_EMBED_MODEL is unset; "
+            "`hexlocal reindex` moves it to %s",
+            kept.ai_embed_model,
+            self.ai_embed_model,
+        )
+        return kept
 
     @property
     def database_location(self) -> str:

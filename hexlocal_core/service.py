@@ -446,7 +446,7 @@ def build(
     CLI prints it on stderr; the MCP face polls `model_downloads()` instead)."""
     settings = settings or Settings.from_env()
     store = open_store(settings)
-    settings = _serve_index_model(settings, store)
+    settings = settings.served_with(_indexed_model(store))
     usage = store.usage
     if embedder is None and load_models:
         embedder = _default_embedder(settings, usage, model_progress)
@@ -479,19 +479,6 @@ def build(
 def _indexed_model(store: DocsStore) -> str | None:
     config = store.embedding_config()
     return config.model if config is not None else None
-
-
-def _serve_index_model(settings: Settings, store: DocsStore) -> Settings:
-    """`Settings.served_with` the index's model, said once in the log when it keeps one."""
-    served = settings.served_with(_indexed_model(store))
-    if served.ai_embed_model != settings.ai_embed_model:
-        log.info(
-            "the index was embedded by %s: kept while AI_EMBED_MODEL is unset; "
-            "`hexlocal reindex` moves it to %s",
-            served.ai_embed_model,
-            settings.ai_embed_model,
-        )
-    return served
 
 
 def _default_embedder(

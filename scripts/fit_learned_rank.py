@@ -42,10 +42,11 @@ from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
 from hexlocal_core.evaluation.relevance import relevant_ids  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
 from hexlocal_core.search import learned_rank  # noqa: E402
-from hexlocal_core.search.engine import SearchEngine, _ArmsSaw, _Rows  # noqa: E402
+from hexlocal_core.search.engine import SearchEngine, _ArmsSaw  # noqa: E402
 from hexlocal_core.search.exact import exact_chunk_ids, parse_identifier  # noqa: E402
 from hexlocal_core.search.fusion import rerank_fuse  # noqa: E402
 from hexlocal_core.search.query_shape import Shape  # noqa: E402
+from hexlocal_core.search.rows import Rows  # noqa: E402
 from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
 
 MAIN_SETS = ("dev", "examples", "agent", "confirm")
@@ -99,7 +100,7 @@ class _Recording(SearchEngine):
 
     seen: list[tuple[Shape, str, list[learned_rank.Candidate]]]
 
-    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: _Rows) -> list[int]:
+    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         pool = self._candidates(arms, fused, rows)
         self.seen.append((arms.plan.shape, arms.plan.fts_text, pool))
         return fused

@@ -39,7 +39,8 @@ from hexlocal_core.ingest.hexdocs import parse_hexdocs
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import Hit
-from hexlocal_core.search.engine import SearchEngine, SearchOutcome, hit_from_row
+from hexlocal_core.search.engine import SearchEngine, SearchOutcome
+from hexlocal_core.search.rows import hit_from_row
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.helpers import HashingEmbedder, chunk_of, item, write_package

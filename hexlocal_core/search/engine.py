@@ -43,6 +43,7 @@ from hexlocal_core.search.learned_rank import Candidate, learned_order
 from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
 from hexlocal_core.search.query_shape import Shape, parse_error, shape_of
 from hexlocal_core.search.rerank_input import passage, unusable_scores
+from hexlocal_core.search.rows import Rows, hit_from_row
 from hexlocal_core.search.sanitizer import to_phrases
 from hexlocal_core.search.tuning import MODES, SearchTuning
 
@@ -89,22 +90,6 @@ class SearchOutcome:
     notices: tuple[Notice, ...]
     timings_ms: dict[str, float]
     pool: tuple[int, ...] = ()  # fused candidate ids (for eval: "answer in the pool")
-
-
-class _Rows:
-    """The chunk rows one search has read. Each stage hydrates only the ids it has not
-    seen: the learned stage reads 20, the reranker 10 of those, the answer 5 of them."""
-
-    def __init__(self, store: DocsStore) -> None:
-        self._store = store
-        self._by_id: dict[int, ChunkRow] = {}
-
-    def get(self, ids: Sequence[int]) -> list[ChunkRow]:
-        """Rows for the ids, in the order given; ids not stored are left out."""
-        missing = [cid for cid in dict.fromkeys(ids) if cid not in self._by_id]
-        if missing:
-            self._by_id.update((row.id, row) for row in self._store.hydrate(missing))
-        return [self._by_id[cid] for cid in ids if cid in self._by_id]
 
 
 class _Clock:
@@ -186,7 +171,7 @@ class SearchEngine:
                 f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
             )
         clock = _Clock()
-        rows = _Rows(self.store)
+        rows = Rows(self.store)
         out_notices: list[Notice] = []
         plan = plan_query(query, self.tuning, package)
 
@@ -279,7 +264,7 @@ class SearchEngine:
         if len(rest) < 2:
             return tuple(hits), None
         ids = [h.chunk_id for h in rest]
-        ranked, scores, notice = await self._rerank(query, ids, _Rows(self.store))
+        ranked, scores, notice = await self._rerank(query, ids, Rows(self.store))
         by_id = {h.chunk_id: h for h in rest}
         moved = [evolve(by_id[cid], rerank_score=scores.get(cid)) for cid in ranked]
         out = [*head, *moved]
@@ -351,7 +336,7 @@ class SearchEngine:
         again = [cid for cid, _ in found]
         return self._fuse(fts_ids, again, shape, depth), again
 
-    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: _Rows) -> list[int]:
+    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""
         pool = self._candidates(arms, fused, rows)
         ordered = learned_order(
@@ -359,7 +344,7 @@ class SearchEngine:
         )
         return list(dict.fromkeys([*ordered, *fused]))
 
-    def _candidates(self, arms: _ArmsSaw, fused: list[int], rows: _Rows) -> list[Candidate]:
+    def _candidates(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[Candidate]:
         head = fused[: self.tuning.learned_depth]
         stored = self.store.session().chunks.stored_vectors(arms.package, head)
         query = np.asarray(arms.vector, dtype=np.float32).reshape(-1)
@@ -433,7 +418,7 @@ class SearchEngine:
         return [cid for cid, _ in found], None, vector
 
     async def _rerank(
-        self, query: str, pool: list[int], read: _Rows
+        self, query: str, pool: list[int], read: Rows
     ) -> tuple[list[int], dict[int, float], Notice | None]:
         if self.reranker is None:
             return pool, {}, self._rerank_absent()
@@ -494,24 +479,3 @@ def _rank(ids: list[int], cid: int) -> int | None:
         return ids.index(cid) + 1
     except ValueError:
         return None
-
-
-def hit_from_row(row: ChunkRow) -> Hit:
-    return Hit(
-        chunk_id=row.id,
-        package=row.package,
-        version=row.version,
-        ref=row.ref,
-        title=row.title,
-        doc_type=row.doc_type,
-        content=row.content,
-        hexdocs_url=row.hexdocs_url,
-        source_url=row.source_url,
-        module=row.module,
-        function=row.function,
-        arity=row.arity,
-        signature=row.signature,
-        deprecated=row.deprecated,
-        source=row.source,
-        has_example=row.has_example,
-    )
