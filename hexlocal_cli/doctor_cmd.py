@@ -163,6 +163,11 @@ def _database_checks(settings: Settings) -> list[Check]:
         ]
     model = facts.get("embedding_model")
     embedded = f", vectors by {model} ({facts.get('embedding_dims')} dims)" if model else ""
+    if settings.served_with(model) is not settings:
+        embedded += (
+            f", kept while AI_EMBED_MODEL is unset (`hexlocal reindex` moves them to the "
+            f"default, {settings.ai_embed_model})"
+        )
     return [
         Check(
             "database",

@@ -6,6 +6,7 @@ Real SQLite, the real parser, the fake hex.pm with a real tarball, the real loca
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -88,15 +89,20 @@ async def test_an_fp32_index_keeps_its_vector_search_until_reindex_moves_it(
         await upgraded.aclose()
 
     # `hexlocal reindex` with AI_EMBED_MODEL unset moves the index to the default.
+    cli = CliHarness(monkeypatch)
+    cli.use(_settings(fake_hex, tmp_path))
+    monkeypatch.delenv("AI_EMBED_MODEL", raising=False)
+    doctor = await cli.run("doctor", "--json")
+    (database,) = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "database"]
+    assert f"vectors by local:{FP32} " in database["detail"]
+    assert f"`hexlocal reindex` moves them to the default, {INT8}" in database["detail"]
+
     built: list[Settings] = []
 
     def build_service(s: Settings, *, load_models: bool = True) -> Hexlocal:
         built.append(s)
         return _service(s)
 
-    cli = CliHarness(monkeypatch)
-    cli.use(_settings(fake_hex, tmp_path))
-    monkeypatch.delenv("AI_EMBED_MODEL", raising=False)
     monkeypatch.setenv("HEXLOCAL_MODEL_CACHE", str(MODEL_CACHE))
     monkeypatch.setattr(common, "build_service", build_service)
     moved = await cli.run("reindex", "--json")
@@ -111,3 +117,6 @@ async def test_an_fp32_index_keeps_its_vector_search_until_reindex_moves_it(
         assert any(h.ref.startswith("Jason.Formatter.html#pretty_print") for h in found.hits)
     finally:
         await after.aclose()
+    again = await cli.run("doctor", "--json")
+    (database,) = [c for c in json.loads(again.stdout)["checks"] if c["name"] == "database"]
+    assert f"vectors by local:{INT8} " in database["detail"] and "kept" not in database["detail"]
