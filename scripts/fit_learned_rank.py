@@ -39,6 +39,7 @@ from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: 
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import load_queries  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
+from hexlocal_core.evaluation.paired import paired_difference  # noqa: E402
 from hexlocal_core.evaluation.relevance import relevant_ids  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
 from hexlocal_core.search import learned_rank  # noqa: E402
@@ -199,18 +200,27 @@ def cross_validate(seen: Sequence[Seen], l2: float, weight: float) -> None:
 
 
 def judge(seen: Sequence[Seen], w: npt.NDArray[np.float64], weight: float) -> None:
-    print(f"{'judged':24s} {'n':>4s}  fused r@5 / MRR   shipped r@5 / MRR   refit r@5 / MRR")
+    print(
+        f"{'judged':24s} {'n':>4s}  fused r@5 / MRR   shipped r@5 / MRR   refit r@5 / MRR"
+        "   refit - shipped MRR, 95% paired interval"
+    )
     for name in dict.fromkeys(s.set_name for s in seen):
         test = [s for s in seen if s.set_name == name]
         for kind in (*sorted({s.kind for s in test}), "all"):
             part = [s for s in test if kind in ("all", s.kind)]
-            orders = (
+            fused, shipped, refit = (
                 [first_relevant(s, range(len(s.ids))) for s in part],
                 [first_relevant(s, _fused_back(s, s.shipped, weight)) for s in part],
                 [first_relevant(s, bounded(s, w, weight)) for s in part],
             )
-            cells = "   ".join(f"{recall_at(o):.3f} / {mrr_at(o):.3f}  " for o in orders)
-            print(f"{name + ' ' + kind:24s} {len(part):4d}  {cells}")
+            cells = "   ".join(
+                f"{recall_at(o):.3f} / {mrr_at(o):.3f}  " for o in (fused, shipped, refit)
+            )
+            d = paired_difference(shipped, refit)
+            print(
+                f"{name + ' ' + kind:24s} {len(part):4d}  {cells}"
+                f"   {d.delta:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
+            )
 
 
 def _fused_back(s: Seen, scores: Sequence[float], weight: float) -> list[int]:
