@@ -67,8 +67,9 @@ class EmbedderOptions:
     # alone: min 0.984, mean 0.992 on jason's chunks) and differs from the vector its query
     # gets, which runs alone; across the ten eval sets (781 queries, paired) that cost
     # -0.007 MRR@10. Alone in its run every text gets one vector. Side by side, the runs
-    # beat batches of 8 on one two-threaded session (plug, 5 interleaved rounds: 2.09 s
-    # against 2.62 s; one text per run on that session: 2.81-3.44 s).
+    # beat batches of 8 on one two-threaded session (plug's chunks, one process, five timed
+    # interleaved rounds: median 2.23 s against 2.57 s; one text per run on the two-threaded
+    # session was slower than either, 2.8-3.4 s in two other runs).
     # fp32 vectors do not depend on their batch (cosine 1.00000), so fp32 keeps batches.
 
     @property
