@@ -4,6 +4,7 @@ graph, and embeddings close enough to fp32 to retrieve the same documents."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,25 @@ def test_int8_graph_is_built_once_then_reused(
     again.ensure_loaded()
     assert again.graph == first.graph
     assert again.graph.stat().st_mtime_ns == built.st_mtime_ns
+
+
+def test_building_the_int8_graph_prints_nothing_and_leaves_logging_alone(
+    int8_embedder: LocalEmbedder,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # A process that configured no logging (the CLI's first run): onnxruntime's quantiser
+    # must neither print its advice nor install a root handler that stays behind.
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    embedder = LocalEmbedder(
+        _locate, model_id=INT8_ID, options=EmbedderOptions(quantize=True), cache_dir=tmp_path
+    )
+    embedder.ensure_loaded()
+    assert embedder.graph is not None and embedder.graph.parent == tmp_path
+    assert root.handlers == []
+    assert "pre-processing" not in capfd.readouterr().err
 
 
 def test_poor_agreement_refuses_int8_and_names_the_fix(
