@@ -69,6 +69,7 @@ SETS = {
     "heldout_mixed": REPO / "examples" / "eval" / "heldout_mixed.jsonl",
     "heldout_third": REPO / "examples" / "eval" / "heldout_third.jsonl",
     "heldout_fourth": REPO / "examples" / "eval" / "heldout_fourth.jsonl",
+    "heldout_fifth": REPO / "examples" / "eval" / "heldout_fifth.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"
