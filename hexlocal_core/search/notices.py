@@ -25,7 +25,8 @@ def model_mismatch(indexed: str, configured: str) -> Notice:
         "embedding_model_mismatch",
         f"The index was built with {indexed} but the configured embedder is {configured}; the "
         "vector arm is disabled and results come from keyword search alone. Run `hexlocal "
-        "reindex` to re-embed under the configured model, or set AI_EMBED_MODEL back.",
+        "reindex` to re-embed under the configured model, or set AI_EMBED_MODEL back; if "
+        "another process has just reindexed, restart this one.",
     )
 
 
