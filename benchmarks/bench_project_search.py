@@ -49,6 +49,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.common import same_model_or_exit  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import load_queries  # noqa: E402
 from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
@@ -248,6 +249,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if hasattr(embedder, "ensure_loaded"):
         await asyncio.to_thread(embedder.ensure_loaded)
     store = Store(args.db)
+    same_model_or_exit(store, embedder.model_id, args.db)
     await build_index(store, embedder, targets, console)
     engine = SearchEngine(store, embedder, None)
     names = [t.name for t in targets]

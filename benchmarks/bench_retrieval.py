@@ -38,6 +38,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.common import same_model_or_exit  # noqa: E402
 from hexlocal_core.chunk import chunk_items  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import (  # noqa: E402
@@ -149,6 +150,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     store = Store(args.db)
     embedder = build_local_embedder(Settings.from_env())
     await asyncio.to_thread(embedder.ensure_loaded)
+    same_model_or_exit(store, embedder.model_id, args.db)
     await build_index(store, embedder, [q for qs in sets.values() for q in qs])
     if args.ingest_only:
         store.close()

@@ -37,6 +37,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.common import same_model_or_exit  # noqa: E402
 from hexlocal_cli.eval_cmd import print_report  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import (  # noqa: E402
@@ -167,6 +168,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     store = Store(args.db)
     embedder = build_local_embedder(settings)
     await asyncio.to_thread(embedder.ensure_loaded)
+    same_model_or_exit(store, embedder.model_id, args.db)
     await build_index(store, embedder, queries, console)
     reranker = None if args.no_rerank else standin_reranker(args.db.parent)
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from hexlocal_core.index.seam import DocsStore
 
 
 def finish(data: dict[str, Any], table: Table, load_before: float, *, as_json: bool) -> int:
@@ -25,3 +28,15 @@ def finish(data: dict[str, Any], table: Table, load_before: float, *, as_json: b
     after = os.getloadavg()[0]
     console.print(f"load average before {load_before:.1f}, after {after:.1f}", style="dim")
     return 0
+
+
+def same_model_or_exit(store: DocsStore, model_id: str, db: Path) -> None:
+    """Stop when a reused index was embedded by another model than the one measured: its
+    vector arm would refuse it and every figure would be the keyword arm's alone (the
+    default changed from fp32 to int8, so an older benchmark database is one)."""
+    config = store.embedding_config()
+    if config is not None and config.model != model_id:
+        raise SystemExit(
+            f"{db} was embedded by {config.model}, the embedder measured is {model_id}: "
+            f"use another --db, or set AI_EMBED_MODEL={config.model.removeprefix('local:')}"
+        )

@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_retrieval import SETS  # noqa: E402
 
+from benchmarks.common import same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import load_queries  # noqa: E402
@@ -116,6 +117,7 @@ async def collect(db: Path, set_names: Sequence[str]) -> list[Seen]:
     store = Store(db)
     embedder = build_local_embedder(Settings.from_env())
     await asyncio.to_thread(embedder.ensure_loaded)
+    same_model_or_exit(store, embedder.model_id, db)
     engine = _Recording(store, embedder, None, tuning=evolve(SearchTuning(), learned_rank=True))
     reads = store.session().chunks
     out: list[Seen] = []
