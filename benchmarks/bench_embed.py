@@ -117,7 +117,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_embedder(args: argparse.Namespace, chunks: list[str]) -> list[dict[str, Any]]:
-    settings = Settings.from_env({"HEXLOCAL_MODEL_CACHE": str(CACHE)})
+    # AI_EMBED_MODEL picks the embedder measured (unset: the default, int8).
+    model = {k: v for k, v in os.environ.items() if k == "AI_EMBED_MODEL"}
+    settings = Settings.from_env({"HEXLOCAL_MODEL_CACHE": str(CACHE), **model})
     options = EmbedderOptions(threads=args.threads, batch_size=args.batch_size)
     embedder = build_local_embedder(settings, options=options)
     embedder.ensure_loaded()
@@ -132,7 +134,8 @@ def bench_embedder(args: argparse.Namespace, chunks: list[str]) -> list[dict[str
     (wall,), cpu = timed(embed_all, 1)
     rows.append(
         {
-            "what": f"embed {len(chunks)} corpus chunks ({tokens / len(chunks):.0f} tokens avg)",
+            "what": f"embed {len(chunks)} corpus chunks ({tokens / len(chunks):.0f} tokens avg)"
+            f" with {embedder.model_id}",
             "value": len(chunks) / (wall / 1000),
             "unit": "chunks/s",
             "target": ">= 80",
