@@ -182,6 +182,10 @@ def _print_outcome(report: ReindexReport) -> None:
             f"{report.embedded:,} texts embedded now, the rest from the cache "
             f"({plan.chunks:,} chunks and {plan.memories:,} memories in all)."
         )
+        if plan.from_model and plan.from_model != plan.to_model:
+            # A running server keeps the model it started with: until it restarts, its
+            # searches of this index are keyword-only (with a notice saying so).
+            console.print("Restart running hexlocal servers (MCP clients) to search with it.")
         return
     was = escape(plan.from_model or "its previous model")
     lines = [
