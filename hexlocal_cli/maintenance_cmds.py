@@ -183,9 +183,12 @@ def _print_outcome(report: ReindexReport) -> None:
             f"({plan.chunks:,} chunks and {plan.memories:,} memories in all)."
         )
         if plan.from_model and plan.from_model != plan.to_model:
-            # A running server keeps the model it started with: until it restarts, its
-            # searches of this index are keyword-only (with a notice saying so).
-            console.print("Restart running hexlocal servers (MCP clients) to search with it.")
+            # A server with AI_EMBED_MODEL unset follows its index to the default model; one
+            # that names another model searches this index by keyword until it is changed.
+            console.print(
+                "Running hexlocal servers with AI_EMBED_MODEL unset follow the index; restart"
+                " any that name another model, with AI_EMBED_MODEL set to this one."
+            )
         return
     was = escape(plan.from_model or "its previous model")
     lines = [

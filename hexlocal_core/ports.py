@@ -61,6 +61,24 @@ class Embedder(Resource, Protocol):
 
 
 @runtime_checkable
+class FollowsIndex(Protocol):
+    """An embedder that can move to the model its index has moved to (see
+    `adapters/following_embedder.py`)."""
+
+    def follow(self, indexed_model: str) -> bool:
+        """True when its vectors now match an index built by `indexed_model`."""
+        ...
+
+
+def serves_index(embedder: Embedder, indexed_model: str) -> bool:
+    """Whether the embedder's vectors match an index built by `indexed_model`; one that
+    follows its index moves first."""
+    if isinstance(embedder, FollowsIndex):
+        return embedder.follow(indexed_model)
+    return embedder.model_id == indexed_model
+
+
+@runtime_checkable
 class Reranker(Resource, Protocol):
     """Scores (query, passage) pairs; a higher score means more relevant."""
 

@@ -446,10 +446,15 @@ def build(
     CLI prints it on stderr; the MCP face polls `model_downloads()` instead)."""
     settings = settings or Settings.from_env()
     store = open_store(settings)
-    settings = settings.served_with(_indexed_model(store))
+    served = settings.served_with(_indexed_model(store))
     usage = store.usage
     if embedder is None and load_models:
-        embedder = _default_embedder(settings, usage, model_progress)
+        embedder = _default_embedder(served, usage, model_progress)
+        if served is not settings and embedder is not None:
+            from hexlocal_core.adapters.following_embedder import following
+
+            embedder = following(embedder, _default_embedder(settings, usage, model_progress))
+    settings = served
     if reranker is None and load_models and settings.rerank_enabled:
         reranker = _default_reranker(settings, usage, model_progress)
     if chat is None and settings.ai_api_key:

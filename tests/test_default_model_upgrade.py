@@ -14,9 +14,11 @@ import pytest
 from hexlocal_cli import common
 from hexlocal_core.adapters import model_sources
 from hexlocal_core.config import DEFAULT_EMBED_MODEL, Settings
+from hexlocal_core.index.db import scalar
 from hexlocal_core.service import Hexlocal, build
 from tests.conftest import MODEL_CACHE
 from tests.fakes.fake_hex import FakeHex
+from tests.helpers import db
 from tests.hex_fixtures import client_for, settings_for
 from tests.reliability.support import CliHarness
 
@@ -120,3 +122,34 @@ async def test_an_fp32_index_keeps_its_vector_search_until_reindex_moves_it(
     again = await cli.run("doctor", "--json")
     (database,) = [c for c in json.loads(again.stdout)["checks"] if c["name"] == "database"]
     assert f"vectors by local:{INT8} " in database["detail"] and "kept" not in database["detail"]
+
+
+async def test_a_running_server_follows_its_index_when_another_process_reindexes(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    old = _service(_settings(fake_hex, tmp_path, ai_embed_model=FP32))
+    try:
+        await old.ingest("jason", "1.2.2")
+    finally:
+        await old.aclose()
+
+    server = _service(_settings(fake_hex, tmp_path))  # kept on fp32, AI_EMBED_MODEL unset
+    try:
+        before = await server.search_docs("jason", QUERY, version="1.2.2", mode="vector")
+        assert before.hits and before.notices == ()
+
+        mover = _service(_settings(fake_hex, tmp_path, ai_embed_model=INT8))
+        try:
+            assert (await mover.reindex()).switched
+        finally:
+            await mover.aclose()
+
+        # The index is int8 now: the running server searches, ingests and stores with it.
+        after = await server.search_docs("jason", QUERY, version="1.2.2", mode="vector")
+        assert after.hits and after.notices == ()
+        assert any(h.ref.startswith("Jason.Formatter.html#pretty_print") for h in after.hits)
+        await server.ingest("mime", "1.3.1")
+        models = scalar(db(server), "SELECT group_concat(DISTINCT embed_model) FROM packages")
+        assert models == f"local:{INT8}"
+    finally:
+        await server.aclose()

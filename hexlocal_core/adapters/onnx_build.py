@@ -20,13 +20,12 @@ and the builder version, written atomically, and verified with onnxruntime befor
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from attrs import frozen
 
+from hexlocal_core.adapters.root_logger import root_logger_untouched
 from hexlocal_core.errors import ModelError
 
 if TYPE_CHECKING:
@@ -443,7 +443,7 @@ def _quantize(graph: Path, target: Path, verdict: Path, check: AgreementCheck) -
     try:
         # Per-channel weight scales: per-tensor scales lost far more (embedding cosine 0.90
         # against 0.98 per-channel on the reference sentences).
-        with _root_logger_untouched():
+        with root_logger_untouched():
             quantize_dynamic(
                 graph,
                 tmp,
@@ -460,25 +460,6 @@ def _quantize(graph: Path, target: Path, verdict: Path, check: AgreementCheck) -
         return agreement
     finally:
         tmp.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _root_logger_untouched() -> Iterator[None]:
-    """quantize_dynamic gives advice with module-level `logging.warning`, which prints it on
-    every user's first run and, on a root logger with no handler, calls `basicConfig`: a
-    stderr handler on the root logger for the rest of the process. While it runs, a handler
-    that writes nothing keeps `basicConfig` away, and a filter drops what is logged on the
-    root logger itself (hexlocal's and other libraries' named loggers are not touched)."""
-    root = logging.getLogger()
-    guard = logging.NullHandler()
-    advice = logging.Filter("hexlocal.never")  # passes no record logged on the root logger
-    root.addHandler(guard)
-    root.addFilter(advice)
-    try:
-        yield
-    finally:
-        root.removeFilter(advice)
-        root.removeHandler(guard)
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -36,7 +36,7 @@ from hexlocal_core.model import (
     Phase,
     sha256_text,
 )
-from hexlocal_core.ports import Embedder, Vectors
+from hexlocal_core.ports import Embedder, Vectors, serves_index
 
 log = logging.getLogger("hexlocal.ingest")
 
@@ -59,7 +59,7 @@ class IndexRequest:
 def model_guard(store: DocsStore, embedder: Embedder) -> None:
     """Refuse to add vectors of another model to an index (costs one row read)."""
     config = store.embedding_config()
-    if config is not None and config.model != embedder.model_id:
+    if config is not None and not serves_index(embedder, config.model):
         raise ModelMismatch(
             f"this index was built with {config.model} ({config.dims} dims) but the configured "
             f"embedder is {embedder.model_id}. Run `hexlocal reindex` to re-embed every package "

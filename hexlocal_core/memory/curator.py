@@ -22,7 +22,7 @@ from hexlocal_core.memory import policy, prompt, records
 from hexlocal_core.memory.policy import MAX_MEMORY_CHARS, Action, Decision, Neighbour, Thresholds
 from hexlocal_core.memory.queue import QueueItem
 from hexlocal_core.memory.threads import in_thread
-from hexlocal_core.ports import ChatModel, Embedder, Vectors
+from hexlocal_core.ports import ChatModel, Embedder, Vectors, serves_index
 
 log = logging.getLogger("hexlocal.memory")
 
@@ -43,7 +43,7 @@ def vector_block(store: DocsStore, embedder: Embedder | None) -> str | None:
     if embedder is None:
         return "no embedding model: stored for keyword recall only"
     config = store.embedding_config()
-    if config is not None and config.model != embedder.model_id:
+    if config is not None and not serves_index(embedder, config.model):
         return (
             f"the index was built by {config.model}, not {embedder.model_id}: stored for "
             "keyword recall only (run `hexlocal reindex` to switch models)"

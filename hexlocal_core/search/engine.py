@@ -28,7 +28,7 @@ from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
 from hexlocal_core.index.chunks import ChunkRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
-from hexlocal_core.ports import Embedder, Reranker, Vectors
+from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.exact import Identifier, exact_chunk_ids, parse_identifier
@@ -147,7 +147,7 @@ class SearchEngine:
         if self.embedder is None:
             return notices.NO_EMBEDDER
         config = self.store.embedding_config()
-        if config is not None and config.model != self.embedder.model_id:
+        if config is not None and not serves_index(self.embedder, config.model):
             return notices.model_mismatch(config.model, self.embedder.model_id)
         return None
 
