@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from hexlocal_core.evaluation.paired import paired_difference, reciprocal
+from hexlocal_core.evaluation.metrics import reciprocal_rank
+from hexlocal_core.evaluation.paired import paired_difference
 
 
 def test_identical_runs_differ_by_nothing() -> None:
@@ -34,9 +35,9 @@ def test_a_run_that_finds_what_the_other_misses_is_a_real_difference() -> None:
 
 
 def test_ranks_past_ten_are_misses() -> None:
-    assert reciprocal(10) == pytest.approx(0.1)
-    assert reciprocal(11) == 0.0
-    assert reciprocal(None) == 0.0
+    assert reciprocal_rank(10) == pytest.approx(0.1)
+    assert reciprocal_rank(11) == 0.0
+    assert reciprocal_rank(None) == 0.0
     assert paired_difference([11, 12], [None, None]).delta == 0
 
 

@@ -28,10 +28,15 @@ def recall_at(ranks: Sequence[int | None], k: int = RECALL_K) -> float:
     return sum(1 for r in ranks if r is not None and r <= k) / len(ranks)
 
 
+def reciprocal_rank(rank: int | None, k: int = MRR_K) -> float:
+    """1/rank of the first relevant chunk, 0 when none is in the first k."""
+    return 1.0 / rank if rank is not None and 0 < rank <= k else 0.0
+
+
 def mrr_at(ranks: Sequence[int | None], k: int = MRR_K) -> float:
     if not ranks:
         return 0.0
-    return sum(1.0 / r for r in ranks if r is not None and r <= k) / len(ranks)
+    return sum(reciprocal_rank(r, k) for r in ranks) / len(ranks)
 
 
 def share(flags: Sequence[bool]) -> float:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from attrs import frozen
 
-from hexlocal_core.evaluation.metrics import MRR_K
+from hexlocal_core.evaluation.metrics import reciprocal_rank
 
 RESAMPLES = 10_000
 CONFIDENCE = 0.95
@@ -37,10 +37,6 @@ class PairedDifference:
         return self.b - self.a
 
 
-def reciprocal(rank: int | None, k: int = MRR_K) -> float:
-    return 1.0 / rank if rank is not None and 0 < rank <= k else 0.0
-
-
 def paired_difference(
     a_ranks: Sequence[int | None],
     b_ranks: Sequence[int | None],
@@ -55,8 +51,8 @@ def paired_difference(
         raise ValueError("both runs and the strata must cover the same queries")
     if not a_ranks:
         raise ValueError("no queries to compare")
-    a = np.array([reciprocal(r) for r in a_ranks])
-    b = np.array([reciprocal(r) for r in b_ranks])
+    a = np.array([reciprocal_rank(r) for r in a_ranks])
+    b = np.array([reciprocal_rank(r) for r in b_ranks])
     diff = b - a
     groups = _groups(strata or [""] * len(diff))
     rng = np.random.default_rng(seed)
