@@ -33,7 +33,7 @@ from hexlocal_core.model import (
     Phase,
     ResolvedVersion,
 )
-from hexlocal_core.ports import Embedder, HexRegistry
+from hexlocal_core.ports import Embedder, HexRegistry, serves_index
 from hexlocal_core.versions import ELIXIR_APPS
 
 # How often a process waiting on another's claim (a file lock, or PostgreSQL's advisory lock)
@@ -170,7 +170,11 @@ class Ingestor:
         package = stored.package
         if package.chunker_version != CHUNKER_VERSION:
             return None
-        if package.embed_model not in (None, self._embedder.model_id):
+        # serves_index, not the model id: an embedder that follows its index (a server kept
+        # on fp32 after another process reindexed) moves first, as every other model check.
+        if package.embed_model is not None and not serves_index(
+            self._embedder, package.embed_model
+        ):
             return None
         return stored
 
