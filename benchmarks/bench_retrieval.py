@@ -71,6 +71,7 @@ SETS = {
     "heldout_third": REPO / "examples" / "eval" / "heldout_third.jsonl",
     "heldout_fourth": REPO / "examples" / "eval" / "heldout_fourth.jsonl",
     "heldout_fifth": REPO / "examples" / "eval" / "heldout_fifth.jsonl",
+    "heldout_sixth": REPO / "examples" / "eval" / "heldout_sixth.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"

@@ -34,11 +34,13 @@ HELDOUT_MIXED = REPO_ROOT / "examples" / "eval" / "heldout_mixed.jsonl"
 HELDOUT_THIRD = REPO_ROOT / "examples" / "eval" / "heldout_third.jsonl"
 HELDOUT_FOURTH = REPO_ROOT / "examples" / "eval" / "heldout_fourth.jsonl"
 HELDOUT_FIFTH = REPO_ROOT / "examples" / "eval" / "heldout_fifth.jsonl"
+HELDOUT_SIXTH = REPO_ROOT / "examples" / "eval" / "heldout_sixth.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
 # confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error,
-# task, mixed, third, fourth and fifth sets' with `he-`, `ht-`, `hm-`, `h3-`, `h4-` and `h5-`.
-_ID = re.compile(r"^(?:c[fe]-|h[etm345]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# task, mixed, third, fourth, fifth and sixth sets' with `he-`, `ht-`, `hm-`, `h3-`, `h4-`,
+# `h5-` and `h6-`.
+_ID = re.compile(r"^(?:c[fe]-|h[etm3456]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -76,6 +78,7 @@ def _sets() -> list[Path]:
             HELDOUT_THIRD,
             HELDOUT_FOURTH,
             HELDOUT_FIFTH,
+            HELDOUT_SIXTH,
             DEV,
         )
         if path.is_file()
@@ -141,7 +144,16 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [AGENT, CONFIRM, HELDOUT_TASKS, HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH],
+    [
+        AGENT,
+        CONFIRM,
+        HELDOUT_TASKS,
+        HELDOUT_MIXED,
+        HELDOUT_THIRD,
+        HELDOUT_FOURTH,
+        HELDOUT_FIFTH,
+        HELDOUT_SIXTH,
+    ],
     ids=lambda p: p.name,
 )
 def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
@@ -167,6 +179,7 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
         HELDOUT_THIRD,
         HELDOUT_FOURTH,
         HELDOUT_FIFTH,
+        HELDOUT_SIXTH,
     ],
     ids=lambda p: p.name,
 )
@@ -208,7 +221,7 @@ def test_error_sets_are_errors_over_enough_packages(
     assert len(packages) >= spread and max(packages.values()) <= most, packages
     others = {
         q.query
-        for other in (AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_FIFTH)
+        for other in (AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_FIFTH, HELDOUT_SIXTH)
         if other != path
         for q in load_queries(other)
     }
@@ -224,7 +237,11 @@ def test_held_out_task_set_is_tasks_over_enough_packages() -> None:
     packages = Counter(q.package for q in queries)
     assert len(queries) >= 60 and {q.kind for q in queries} == {"task"}
     assert len(packages) >= 12 and max(packages.values()) <= 7, packages
-    others = {q.query for other in (AGENT, CONFIRM, HELDOUT_FIFTH) for q in load_queries(other)}
+    others = {
+        q.query
+        for other in (AGENT, CONFIRM, HELDOUT_FIFTH, HELDOUT_SIXTH)
+        for q in load_queries(other)
+    }
     assert not others & {q.query for q in queries}
     assert all(q.note.strip() for q in queries)
 
@@ -268,6 +285,7 @@ MIXED_VERSIONS = {
         (HELDOUT_MIXED, {"task": 45, "concept": 30, "error": 25}, 14, 9, "hm-"),
         (HELDOUT_THIRD, {"task": 40, "concept": 30, "error": 30}, 16, 8, "h3-"),
         (HELDOUT_FIFTH, {"task": 30, "concept": 30, "error": 30}, 14, 7, "h5-"),
+        (HELDOUT_SIXTH, {"task": 15, "error": 30, "symbol": 15}, 12, 6, "h6-"),
     ],
     ids=lambda v: getattr(v, "name", None) or "",
 )
@@ -287,7 +305,7 @@ def test_held_out_mixed_sets_are_balanced_over_enough_packages(
     others = {
         q.query
         for other in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS)
-        + (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH, DEV)
+        + (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH, HELDOUT_SIXTH, DEV)
         if other != path and other.is_file()
         for q in load_queries(other)
     }
