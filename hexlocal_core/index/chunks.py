@@ -264,6 +264,14 @@ def stored_vectors(
     return found
 
 
+def package_vectors(conn: apsw.Connection, package: str) -> dict[int, npt.NDArray[np.float32]]:
+    """Every stored chunk vector of the package (fitting tools read them all; search never)."""
+    sql = f"SELECT rowid, embedding FROM {CHUNK_VEC_TABLE} WHERE package = ?"
+    if not vector_tables_exist(conn):
+        return {}
+    return {int(r[0]): decode_vector(bytes(r[1])) for r in conn.execute(sql, (package,))}
+
+
 # -- exact lookup ------------------------------------------------------------------------
 
 # `instr(substr(ref, instr(ref, '#') + 1), '-') > 0`: the ref's anchor has a `-`, i.e. it
