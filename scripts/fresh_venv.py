@@ -167,6 +167,16 @@ def build_dists(work: Path) -> tuple[Path, Path]:
 # --------------------------------------------------------------------------- install
 
 
+# Data files the code loads from its own package (a wheel without them degrades silently).
+PACKAGE_DATA = ("hexlocal_core/search/error_adapter.npz",)
+
+
+def missing_data(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    return [name for name in PACKAGE_DATA if name not in names]
+
+
 def requires_dist(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
@@ -365,6 +375,7 @@ def run_fresh(
             (wheel, _sdist), report.build_s = timed(build_dists, work)
         wheel = wheel.absolute()
         report.wheel = wheel.name
+        report.failures += [f"the wheel lacks {name}" for name in missing_data(wheel)]
         say(f"fresh venv, then {wheel.name} into it ...")
         venv, report.venv_s = timed(make_venv, work / "venv")
         report.install_mode, report.install_s = timed(install, venv, wheel, from_index=from_index)

@@ -40,6 +40,7 @@ from hexlocal_core.search.fusion import (
     rrf,
 )
 from hexlocal_core.search.learned_rank import Candidate, learned_order
+from hexlocal_core.search.query_adapter import adapted, error_adapter
 from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
 from hexlocal_core.search.query_shape import Shape, parse_error, shape_of
 from hexlocal_core.search.rerank_input import passage, unusable_scores
@@ -186,7 +187,7 @@ class SearchEngine:
         async def vector() -> tuple[list[int], Notice | None, Vectors | None]:
             if mode == "fts":
                 return [], None, None
-            return await self._vector(package, plan.vec_texts, examples_only, clock, query_vector)
+            return await self._vector(package, plan, examples_only, clock, query_vector)
 
         # The keyword arm runs while the query is embedded (measured over stdio, 250 warm
         # calls: in-process p50 17.2 -> 16.0 ms, the same hits in every one).
@@ -381,7 +382,7 @@ class SearchEngine:
     async def _vector(
         self,
         package: str,
-        texts: tuple[str, ...],
+        plan: _Plan,
         examples_only: bool,
         clock: _Clock,
         given: Vectors | None = None,
@@ -400,10 +401,12 @@ class SearchEngine:
             return [], None, None
         t = time.perf_counter()
         try:
-            vector = given if given is not None else await embed_mean(self.embedder, texts)
+            vector = given if given is not None else await embed_mean(self.embedder, plan.vec_texts)
         except Exception as exc:  # noqa: BLE001 - an optional arm must not fail the answer
             self._warn_once(f"query embedding failed: {exc}", exc)
             return [], notices.embed_failed(str(exc) or type(exc).__name__), None
+        if self.tuning.error_adapter and plan.shape is Shape.ERROR:
+            vector = adapted(vector, self.embedder.model_id, error_adapter())
         t = clock.lap("embed", t)
         found = await asyncio.to_thread(
             lambda: vector_arm(
