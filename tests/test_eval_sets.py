@@ -36,6 +36,16 @@ HELDOUT_FOURTH = REPO_ROOT / "examples" / "eval" / "heldout_fourth.jsonl"
 HELDOUT_FIFTH = REPO_ROOT / "examples" / "eval" / "heldout_fifth.jsonl"
 HELDOUT_SIXTH = REPO_ROOT / "examples" / "eval" / "heldout_sixth.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
+# Every query set; a new one joins here and in the checks of its kinds.
+ALL_SETS: tuple[Path, ...] = (
+    BUNDLED,
+    AGENT,
+    CONFIRM,
+    CONFIRM_ERRORS,
+    HELDOUT_ERRORS,
+    HELDOUT_TASKS,
+)
+ALL_SETS += (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH, HELDOUT_SIXTH, DEV)
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
 # confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error,
 # task, mixed, third, fourth, fifth and sixth sets' with `he-`, `ht-`, `hm-`, `h3-`, `h4-`,
@@ -65,24 +75,7 @@ def _items(package: str, version: str) -> tuple[DocItem, ...]:
 
 
 def _sets() -> list[Path]:
-    return [
-        path
-        for path in (
-            BUNDLED,
-            AGENT,
-            CONFIRM,
-            CONFIRM_ERRORS,
-            HELDOUT_ERRORS,
-            HELDOUT_TASKS,
-            HELDOUT_MIXED,
-            HELDOUT_THIRD,
-            HELDOUT_FOURTH,
-            HELDOUT_FIFTH,
-            HELDOUT_SIXTH,
-            DEV,
-        )
-        if path.is_file()
-    ]
+    return [path for path in ALL_SETS if path.is_file()]
 
 
 def _queries() -> list[tuple[str, EvalQuery]]:
@@ -304,8 +297,7 @@ def test_held_out_mixed_sets_are_balanced_over_enough_packages(
     assert all(q.id.startswith(prefix) for q in queries)
     others = {
         q.query
-        for other in (BUNDLED, AGENT, CONFIRM, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_TASKS)
-        + (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH, HELDOUT_SIXTH, DEV)
+        for other in ALL_SETS
         if other != path and other.is_file()
         for q in load_queries(other)
     }
