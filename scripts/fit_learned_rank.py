@@ -7,10 +7,12 @@ prints its leave-one-set-out cross-validation next to the fused order, and print
 weights folded per query shape, ready to paste into `WEIGHTS`.
 
     python scripts/fit_learned_rank.py [--db PATH] [--errors-db PATH] [--l2 0.001]
-        [--weight W] [--sets dev,examples,...] [--judge heldout_fourth,...]
+        [--weight W] [--sets dev,examples,...] [--judge heldout_fourth,...] [--folds package]
 
-`--judge` names unspent sets of the main database: they are never fitted on; each is
-scored once, by kind, in the fused order, with the shipped weights and with the new fit.
+`--folds package` holds out whole packages instead of whole sets (the sets share packages
+and answers; see hexlocal_core/evaluation/folds.py). `--judge` names unspent sets of the
+main database: they are never fitted on; each is scored once, by kind, in the fused order,
+with the shipped weights and with the new fit.
 
 The databases are those of `benchmarks/bench_retrieval.py` (build them with it first;
 the error sets pin other versions of two packages, so they live in their own). Never fit
@@ -39,6 +41,7 @@ from benchmarks.common import same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import load_queries  # noqa: E402
+from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
 from hexlocal_core.evaluation.paired import paired_difference  # noqa: E402
 from hexlocal_core.evaluation.relevance import relevant_ids  # noqa: E402
@@ -53,6 +56,7 @@ from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
 
 MAIN_SETS = ("dev", "examples", "agent", "confirm")
 ERROR_SETS = ("errors", "heldout_errors")
+PACKAGE_FOLDS = 7
 DOC_TYPES: tuple[str, ...] = (
     "module",
     "behaviour",
@@ -88,6 +92,7 @@ class Seen:
 
     set_name: str
     kind: str
+    package: str
     shape: Shape
     x: npt.NDArray[np.float64]  # candidates x NAMES
     relevant: npt.NDArray[np.bool_]
@@ -139,6 +144,7 @@ async def collect(db: Path, set_names: Sequence[str]) -> list[Seen]:
                 Seen(
                     name,
                     q.kind,
+                    q.package,
                     shape,
                     np.array([row_of(shape, f) for f in feats], dtype=np.float64),
                     np.array([c.row.id in relevant for c in pool], dtype=bool),
@@ -185,16 +191,26 @@ def bounded(s: Seen, w: npt.NDArray[np.float64], weight: float) -> list[int]:
     return _fused_back(s, list(s.x @ w), weight)
 
 
-def cross_validate(seen: Sequence[Seen], l2: float, weight: float) -> None:
-    print(f"{'held out':24s} {'n':>4s}  fused r@5 / MRR   learned r@5 / MRR")
+def cross_validate(seen: Sequence[Seen], l2: float, weight: float, by: str = "set") -> None:
+    """Each query ordered by weights fitted without its set (`by="set"`) or without its
+    package's fold (`by="package"`, 7 folds: what a package nobody fitted on gets)."""
+    folds = package_folds((s.package for s in seen), PACKAGE_FOLDS)
+    fold_of = {
+        "set": lambda s: s.set_name,
+        "package": lambda s: str(folds[s.package]),
+    }[by]
+    orders: dict[int, list[int]] = {}
+    for held in dict.fromkeys(fold_of(s) for s in seen):
+        w = fit([s for s in seen if fold_of(s) != held], l2)
+        orders.update({i: bounded(s, w, weight) for i, s in enumerate(seen) if fold_of(s) == held})
+    print(f"{'held out by ' + by:24s} {'n':>4s}  fused r@5 / MRR   learned r@5 / MRR")
     for name in dict.fromkeys(s.set_name for s in seen):
-        w = fit([s for s in seen if s.set_name != name], l2)
-        test = [s for s in seen if s.set_name == name]
-        kinds = sorted({s.kind for s in test})
+        test = [i for i, s in enumerate(seen) if s.set_name == name]
+        kinds = sorted({seen[i].kind for i in test})
         for kind in (*kinds, "all") if len(kinds) > 1 else ("all",):
-            part = [s for s in test if kind in ("all", s.kind)]
-            base = [first_relevant(s, range(len(s.ids))) for s in part]
-            learned = [first_relevant(s, bounded(s, w, weight)) for s in part]
+            part = [i for i in test if kind in ("all", seen[i].kind)]
+            base = [first_relevant(seen[i], range(len(seen[i].ids))) for i in part]
+            learned = [first_relevant(seen[i], orders[i]) for i in part]
             print(
                 f"{name + ' ' + kind:24s} {len(part):4d}  {recall_at(base):.3f} / "
                 f"{mrr_at(base):.3f}     {recall_at(learned):.3f} / {mrr_at(learned):.3f}"
@@ -252,12 +268,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sets", type=lambda v: tuple(v.split(",")), default=MAIN_SETS)
     parser.add_argument("--judge", type=lambda v: tuple(v.split(",")), default=())
+    parser.add_argument("--folds", choices=("set", "package"), default="set")
     args = parser.parse_args(argv)
     if set(args.judge) & {*args.sets, *ERROR_SETS}:
         parser.error("a judged set must not be fitted on")
     seen = asyncio.run(collect(args.db, args.sets))
     seen += asyncio.run(collect(args.errors_db, ERROR_SETS))
-    cross_validate(seen, args.l2, args.weight)
+    cross_validate(seen, args.l2, args.weight, args.folds)
     weights = fit(seen, args.l2)
     print_weights(weights)
     if args.judge:

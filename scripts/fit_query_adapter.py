@@ -38,6 +38,7 @@ from benchmarks.common import same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import load_queries  # noqa: E402
+from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at  # noqa: E402
 from hexlocal_core.evaluation.relevance import relevant_ids  # noqa: E402
 from hexlocal_core.index.chunks import package_vectors  # noqa: E402
@@ -153,18 +154,9 @@ def first_relevant(g: Group, a: Matrix | None) -> list[int | None]:
     return out
 
 
-def folds_of(queries: Sequence[Labelled], k: int) -> dict[str, int]:
-    """Packages dealt round-robin by query count, so every fold holds big and small ones."""
-    counts: dict[str, int] = {}
-    for q in queries:
-        counts[q.package] = counts.get(q.package, 0) + 1
-    ranked = sorted(counts, key=lambda p: (-counts[p], p))
-    return {p: i % k for i, p in enumerate(ranked)}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    bench = REPO / "benchmarks" / ".data"
+    bench = REPO / ".hexlocal-cache" / "bench"
     parser.add_argument("--db", type=Path, default=bench / "retrieval.db")
     parser.add_argument("--errors-db", type=Path, default=bench / "retrieval-errors.db")
     parser.add_argument("--shape", default="error")
@@ -178,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         found, packages = asyncio.run(collect(db, sets, args.shape))
         queries += found
         chunks.update({(str(db), p): c for p, c in packages.items()})
-    fold = folds_of(queries, args.folds)
+    fold = package_folds((q.package for q in queries), args.folds)
     print(f"{len(queries)} {args.shape} queries over {len(fold)} packages")
     print(f"{'fold':>4s} {'n':>4s}  vector MRR@10 as is -> adapted")
     base_all: list[int | None] = []
