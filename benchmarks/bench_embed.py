@@ -48,7 +48,7 @@ from hexlocal_core.adapters.local_embedder import (  # noqa: E402
     EmbedderOptions,
     build_local_embedder,
 )
-from hexlocal_core.config import Settings  # noqa: E402
+from hexlocal_core.config import Settings, default_threads  # noqa: E402
 
 SHARED = Path(os.environ.get("HEXLOCAL_SHARED", REPO.parent / "shared"))
 HEXDOCS = SHARED / "corpus" / "hexdocs"
@@ -212,7 +212,9 @@ def stand_in_dir(tmp: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chunks", type=int, default=1000, help="corpus chunks to embed")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--threads", type=int, default=default_threads(), help="default: what a user gets"
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rerank-runs", type=int, default=30)
     parser.add_argument("--rerank-dir", type=Path, help="a real cross-encoder folder")

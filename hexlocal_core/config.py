@@ -72,6 +72,17 @@ def default_database_path(project_root: Path) -> Path:
     return _user_data_dir() / "indexes" / f"{slug}-{key}.db"
 
 
+def default_threads() -> int:
+    """The local embedder's threads unless EMBED_THREADS says otherwise: the cores this
+    process may use, at most 4, so a first ingestion leaves the editor and the compiler
+    room (measured only up to 2 cores here: 1 -> 2 runs side by side, see README)."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, 4))
+
+
 class _Reader:
     """Reads typed values from an env mapping, collecting warnings for malformed ones."""
 
@@ -177,6 +188,7 @@ class Settings:
     embed_batch_size: int = 200
     embed_concurrency: int = 2
     embed_pause_ms: int = 0
+    embed_threads: int = 2  # the local embedder's threads (EMBED_THREADS; see default_threads)
     ai_api_key: Secret = field(factory=lambda: Secret(""))
     ai_api_url: str = field(default=DEFAULT_AI_API_URL, repr=redact_url)
     ai_embed_model: str = DEFAULT_EMBED_MODEL
@@ -269,6 +281,7 @@ class Settings:
             embed_batch_size=r.integer("EMBED_BATCH_SIZE", 200, minimum=1, maximum=10_000),
             embed_concurrency=r.integer("EMBED_CONCURRENCY", 2, minimum=1, maximum=64),
             embed_pause_ms=r.integer("EMBED_PAUSE_MS", 0, minimum=0, maximum=600_000),
+            embed_threads=r.integer("EMBED_THREADS", default_threads(), minimum=1, maximum=64),
             ai_api_key=Secret(r.raw("AI_API_KEY") or ""),
             ai_api_url=r.url("AI_API_URL", DEFAULT_AI_API_URL),
             ai_embed_model=r.string("AI_EMBED_MODEL", DEFAULT_EMBED_MODEL),

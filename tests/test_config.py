@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hexlocal_core.config import Settings, default_database_path
+from hexlocal_core.adapters.local_embedder import build_local_embedder
+from hexlocal_core.config import Settings, default_database_path, default_threads
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -27,6 +28,8 @@ def test_defaults(tmp_path: Path) -> None:
         ("EMBED_CONCURRENCY", "0", "embed_concurrency", 2),
         ("EMBED_BATCH_SIZE", "1.5", "embed_batch_size", 200),
         ("EMBED_PAUSE_MS", "-1", "embed_pause_ms", 0),
+        ("EMBED_THREADS", "0", "embed_threads", default_threads()),
+        ("EMBED_THREADS", "all", "embed_threads", default_threads()),
         ("HEX_API_URL", "not a url", "hex_api_url", "https://hex.pm/api"),
         ("MEMORY_CREATE_BELOW", "1.7", "memory_create_below", 0.80),
         ("MCP_LOG_LEVEL", "loud", "mcp_log_level", "info"),
@@ -73,3 +76,13 @@ def test_url_credentials_never_reach_repr_or_warnings(variable: str) -> None:
     shown = repr(good) + repr(bad) + " ".join(bad.warnings)
     assert bad.warnings, "a non-http URL falls back with a warning"
     assert "hunter2pass" not in shown and "tok3nvalue" not in shown
+
+
+def test_the_local_embedder_runs_on_embed_threads() -> None:
+    # Defaults to the usable cores, at most 4; int8 runs that many texts side by side.
+    assert 1 <= default_threads() <= 4
+    assert Settings.from_env({}).embed_threads == default_threads()
+    embedder = build_local_embedder(Settings.from_env({"EMBED_THREADS": "3"}))
+    assert embedder.options.threads == 3
+    assert embedder.options.parallel_runs == 3  # int8, the default model
+    assert embedder.options.session_threads == 1

@@ -165,6 +165,10 @@ class LocalEmbedder:
         return self._dims
 
     @property
+    def options(self) -> EmbedderOptions:
+        return self._options
+
+    @property
     def loaded(self) -> bool:
         return self._state.ready
 
@@ -384,7 +388,7 @@ def build_local_embedder(
     which = model_sources.Which.EMBEDDER
     fetcher = Fetcher(settings, which, hub or HubConfig.from_env(), progress)
     quantize = model_sources.wants_int8(settings)
-    options = evolve(options or EmbedderOptions(), quantize=quantize)
+    options = evolve(options or EmbedderOptions(threads=settings.embed_threads), quantize=quantize)
     return LocalEmbedder(
         fetcher.locate,
         model_id=model_sources.embed_model_id(settings),
