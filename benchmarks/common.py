@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from hexlocal_core.evaluation import EvalQuery, load_queries
+from hexlocal_core.evaluation.relevance import relevant_ids
 from hexlocal_core.index.seam import DocsStore
 
 
@@ -40,3 +43,18 @@ def same_model_or_exit(store: DocsStore, model_id: str, db: Path) -> None:
             f"{db} was embedded by {config.model}, the embedder measured is {model_id}: "
             f"use another --db, or set AI_EMBED_MODEL={config.model.removeprefix('local:')}"
         )
+
+
+def answerable(
+    store: DocsStore, sets: Mapping[str, Path], names: Sequence[str]
+) -> Iterator[tuple[str, EvalQuery, frozenset[int]]]:
+    """(set name, query, its relevant chunk ids) for each query of the named sets whose
+    package is indexed at the query's version and holds an answer."""
+    reads = store.session().chunks
+    for name in names:
+        for q in load_queries(sets[name]):
+            indexed = store.package(q.package)
+            relevant = relevant_ids(reads, q.package, q.expect)
+            if indexed is None or (q.version and indexed.version != q.version) or not relevant:
+                continue
+            yield name, q, relevant

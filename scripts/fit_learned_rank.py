@@ -37,14 +37,12 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_retrieval import SETS  # noqa: E402
 
-from benchmarks.common import same_model_or_exit  # noqa: E402
+from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
-from hexlocal_core.evaluation import load_queries  # noqa: E402
 from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
 from hexlocal_core.evaluation.paired import paired_difference  # noqa: E402
-from hexlocal_core.evaluation.relevance import relevant_ids  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
 from hexlocal_core.search import learned_rank  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine, _ArmsSaw  # noqa: E402
@@ -126,34 +124,29 @@ async def collect(db: Path, set_names: Sequence[str]) -> list[Seen]:
     engine = _Recording(store, embedder, None, tuning=evolve(SearchTuning(), learned_rank=True))
     reads = store.session().chunks
     out: list[Seen] = []
-    for name in set_names:
-        for q in load_queries(SETS[name]):
-            indexed = store.package(q.package)
-            relevant = relevant_ids(reads, q.package, q.expect)
-            if indexed is None or (q.version and indexed.version != q.version) or not relevant:
-                continue
-            engine.seen = []
-            await engine.search(q.package, q.query, limit=10, mode="rrf", exact=False)
-            if not engine.seen:
-                continue
-            shape, text, pool = engine.seen[0]
-            feats = learned_rank.features(learned_rank.words(text), pool)
-            ident = parse_identifier(q.query)
-            exact = exact_chunk_ids(reads, q.package, ident) if ident else []
-            out.append(
-                Seen(
-                    name,
-                    q.kind,
-                    q.package,
-                    shape,
-                    np.array([row_of(shape, f) for f in feats], dtype=np.float64),
-                    np.array([c.row.id in relevant for c in pool], dtype=bool),
-                    tuple(c.row.id for c in pool),
-                    tuple(exact),
-                    relevant,
-                    tuple(learned_rank.score(shape, learned_rank.words(text), pool)),
-                )
+    for name, q, relevant in answerable(store, SETS, set_names):
+        engine.seen = []
+        await engine.search(q.package, q.query, limit=10, mode="rrf", exact=False)
+        if not engine.seen:
+            continue
+        shape, text, pool = engine.seen[0]
+        feats = learned_rank.features(learned_rank.words(text), pool)
+        ident = parse_identifier(q.query)
+        exact = exact_chunk_ids(reads, q.package, ident) if ident else []
+        out.append(
+            Seen(
+                name,
+                q.kind,
+                q.package,
+                shape,
+                np.array([row_of(shape, f) for f in feats], dtype=np.float64),
+                np.array([c.row.id in relevant for c in pool], dtype=bool),
+                tuple(c.row.id for c in pool),
+                tuple(exact),
+                relevant,
+                tuple(learned_rank.score(shape, learned_rank.words(text), pool)),
             )
+        )
     store.close()
     return out
 

@@ -34,13 +34,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_retrieval import SETS  # noqa: E402
 
-from benchmarks.common import same_model_or_exit  # noqa: E402
+from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
-from hexlocal_core.evaluation import load_queries  # noqa: E402
 from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at  # noqa: E402
-from hexlocal_core.evaluation.relevance import relevant_ids  # noqa: E402
 from hexlocal_core.index.chunks import package_vectors  # noqa: E402
 from hexlocal_core.index.db import connect  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
@@ -80,19 +78,13 @@ async def collect(
     embedder = build_local_embedder(Settings.from_env())
     await asyncio.to_thread(embedder.ensure_loaded)
     same_model_or_exit(store, embedder.model_id, db)
-    reads = store.session().chunks
     found: list[Labelled] = []
-    for name in set_names:
-        for q in load_queries(SETS[name]):
-            indexed = store.package(q.package)
-            relevant = relevant_ids(reads, q.package, q.expect)
-            plan = plan_query(q.query, SearchTuning(), q.package)
-            if indexed is None or (q.version and indexed.version != q.version) or not relevant:
-                continue
-            if plan.shape.value != shape:
-                continue
-            vector = np.asarray(await embed_mean(embedder, plan.vec_texts), dtype=np.float32)
-            found.append(Labelled(q.package, str(db), vector.reshape(-1), relevant))
+    for _, q, relevant in answerable(store, SETS, set_names):
+        plan = plan_query(q.query, SearchTuning(), q.package)
+        if plan.shape.value != shape:
+            continue
+        vector = np.asarray(await embed_mean(embedder, plan.vec_texts), dtype=np.float32)
+        found.append(Labelled(q.package, str(db), vector.reshape(-1), relevant))
     packages = {}
     conn = connect(db, readonly=True)
     for package in {q.package for q in found}:
