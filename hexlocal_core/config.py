@@ -188,7 +188,7 @@ class Settings:
     embed_batch_size: int = 200
     embed_concurrency: int = 2
     embed_pause_ms: int = 0
-    embed_threads: int = 2  # the local embedder's threads (EMBED_THREADS; see default_threads)
+    embed_threads: int = field(factory=default_threads)  # the local embedder (EMBED_THREADS)
     ai_api_key: Secret = field(factory=lambda: Secret(""))
     ai_api_url: str = field(default=DEFAULT_AI_API_URL, repr=redact_url)
     ai_embed_model: str = DEFAULT_EMBED_MODEL
