@@ -72,6 +72,7 @@ SETS = {
     "heldout_fourth": REPO / "examples" / "eval" / "heldout_fourth.jsonl",
     "heldout_fifth": REPO / "examples" / "eval" / "heldout_fifth.jsonl",
     "heldout_sixth": REPO / "examples" / "eval" / "heldout_sixth.jsonl",
+    "heldout_seventh": REPO / "examples" / "eval" / "heldout_seventh.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"

@@ -35,6 +35,7 @@ HELDOUT_THIRD = REPO_ROOT / "examples" / "eval" / "heldout_third.jsonl"
 HELDOUT_FOURTH = REPO_ROOT / "examples" / "eval" / "heldout_fourth.jsonl"
 HELDOUT_FIFTH = REPO_ROOT / "examples" / "eval" / "heldout_fifth.jsonl"
 HELDOUT_SIXTH = REPO_ROOT / "examples" / "eval" / "heldout_sixth.jsonl"
+HELDOUT_SEVENTH = REPO_ROOT / "examples" / "eval" / "heldout_seventh.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # Every query set; a new one joins here and in the checks of its kinds.
 ALL_SETS: tuple[Path, ...] = (
@@ -45,12 +46,13 @@ ALL_SETS: tuple[Path, ...] = (
     HELDOUT_ERRORS,
     HELDOUT_TASKS,
 )
-ALL_SETS += (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH, HELDOUT_SIXTH, DEV)
+ALL_SETS += (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH, HELDOUT_SIXTH)
+ALL_SETS += (HELDOUT_SEVENTH, DEV)
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
 # confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error,
-# task, mixed, third, fourth, fifth and sixth sets' with `he-`, `ht-`, `hm-`, `h3-`, `h4-`,
-# `h5-` and `h6-`.
-_ID = re.compile(r"^(?:c[fe]-|h[etm3456]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# task, mixed, third, fourth, fifth, sixth and seventh sets' with `he-`, `ht-`, `hm-`, `h3-`,
+# `h4-`, `h5-`, `h6-` and `h7-`.
+_ID = re.compile(r"^(?:c[fe]-|h[etm34567]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -146,6 +148,7 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
         HELDOUT_FOURTH,
         HELDOUT_FIFTH,
         HELDOUT_SIXTH,
+        HELDOUT_SEVENTH,
     ],
     ids=lambda p: p.name,
 )
@@ -173,6 +176,7 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
         HELDOUT_FOURTH,
         HELDOUT_FIFTH,
         HELDOUT_SIXTH,
+        HELDOUT_SEVENTH,
     ],
     ids=lambda p: p.name,
 )
@@ -214,7 +218,14 @@ def test_error_sets_are_errors_over_enough_packages(
     assert len(packages) >= spread and max(packages.values()) <= most, packages
     others = {
         q.query
-        for other in (AGENT, CONFIRM_ERRORS, HELDOUT_ERRORS, HELDOUT_FIFTH, HELDOUT_SIXTH)
+        for other in (
+            AGENT,
+            CONFIRM_ERRORS,
+            HELDOUT_ERRORS,
+            HELDOUT_FIFTH,
+            HELDOUT_SIXTH,
+            HELDOUT_SEVENTH,
+        )
         if other != path
         for q in load_queries(other)
     }
@@ -232,7 +243,7 @@ def test_held_out_task_set_is_tasks_over_enough_packages() -> None:
     assert len(packages) >= 12 and max(packages.values()) <= 7, packages
     others = {
         q.query
-        for other in (AGENT, CONFIRM, HELDOUT_FIFTH, HELDOUT_SIXTH)
+        for other in (AGENT, CONFIRM, HELDOUT_FIFTH, HELDOUT_SIXTH, HELDOUT_SEVENTH)
         for q in load_queries(other)
     }
     assert not others & {q.query for q in queries}
@@ -279,6 +290,7 @@ MIXED_VERSIONS = {
         (HELDOUT_THIRD, {"task": 40, "concept": 30, "error": 30}, 16, 8, "h3-"),
         (HELDOUT_FIFTH, {"task": 30, "concept": 30, "error": 30}, 14, 7, "h5-"),
         (HELDOUT_SIXTH, {"task": 15, "error": 30, "symbol": 15}, 12, 6, "h6-"),
+        (HELDOUT_SEVENTH, {"task": 30, "concept": 30, "error": 30}, 16, 7, "h7-"),
     ],
     ids=lambda v: getattr(v, "name", None) or "",
 )
