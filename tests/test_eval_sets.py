@@ -58,6 +58,11 @@ _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
 
 
+def _holding(kind: str) -> list[Path]:
+    """The query sets with queries of this kind: a new set is checked without a list to edit."""
+    return [p for p in ALL_SETS if p.is_file() and any(q.kind == kind for q in load_queries(p))]
+
+
 @cache
 def _files(package: str, version: str) -> dict[str, bytes]:
     tarball = HEXDOCS / f"{package}-{version}.tar.gz"
@@ -137,21 +142,7 @@ def test_agent_set_is_large_balanced_and_held_out() -> None:
     assert all(q.note.strip() for q in queries), "every query says why its answer answers it"
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        AGENT,
-        CONFIRM,
-        HELDOUT_TASKS,
-        HELDOUT_MIXED,
-        HELDOUT_THIRD,
-        HELDOUT_FOURTH,
-        HELDOUT_FIFTH,
-        HELDOUT_SIXTH,
-        HELDOUT_SEVENTH,
-    ],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", _holding("task"), ids=lambda p: p.name)
 def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
     # A task is asked in the user's words: naming the answering function would make it a
     # symbol query in disguise and measure the keyword arm instead of understanding.
@@ -165,21 +156,7 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
                 assert named["name"].lower() not in text, f"{query.id} names {named['name']}"
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        AGENT,
-        CONFIRM_ERRORS,
-        HELDOUT_ERRORS,
-        HELDOUT_MIXED,
-        HELDOUT_THIRD,
-        HELDOUT_FOURTH,
-        HELDOUT_FIFTH,
-        HELDOUT_SIXTH,
-        HELDOUT_SEVENTH,
-    ],
-    ids=lambda p: p.name,
-)
+@pytest.mark.parametrize("path", _holding("error"), ids=lambda p: p.name)
 def test_errors_are_pasted_output_not_questions(path: Path) -> None:
     # What an agent pastes is the printed message, often with PIDs, paths and line numbers.
     errors = [q for q in load_queries(path) if q.kind == "error"]
