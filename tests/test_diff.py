@@ -21,7 +21,7 @@ from fastmcp import Client
 from hexlocal_cli import common
 from hexlocal_cli.main import cli
 from hexlocal_core.config import Settings
-from hexlocal_core.errors import UserInputError
+from hexlocal_core.errors import UserInputError, VersionNotFound
 from hexlocal_core.model import DocItem, DocType
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.diff import (
@@ -240,6 +240,15 @@ async def test_nothing_to_diff_from_is_a_clear_error(svc: Hexlocal) -> None:
         await svc.diff_versions("ecto", OLD, NEW, kind="renamed")
     with pytest.raises(UserInputError, match="limit"):
         await svc.diff_versions("ecto", OLD, NEW, limit=0)
+
+
+async def test_a_side_without_docs_says_why_and_what_to_ask_for(svc: Hexlocal) -> None:
+    # telemetry 1.4.1 is listed with docs on hex.pm, but the mirror has no tarball of it.
+    with pytest.raises(VersionNotFound) as caught:
+        await svc.diff_versions("telemetry", "1.2.1", "1.4.1")
+    message = str(caught.value)
+    assert "telemetry 1.4.1: there is no docs tarball" in message
+    assert "the docs mirror may lag behind it" in message and "Ask for version 1.4.0" in message
 
 
 async def test_the_same_version_twice_is_an_empty_diff_with_a_notice(svc: Hexlocal) -> None:

@@ -133,7 +133,7 @@ async def test_missing_docs_name_the_version_and_url(client: HexClient, fake_hex
 
     message = str(caught.value)
     assert "jason 9.9.9" in message
-    assert "this version has no docs on hex.pm" in message
+    assert "there is no docs tarball for this version" in message
     assert f"{fake_hex.mirror_url}/docs/jason-9.9.9.tar.gz" in message
 
 

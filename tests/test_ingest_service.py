@@ -146,9 +146,57 @@ async def test_unknown_package_and_version_are_clear(svc: Hexlocal) -> None:
 
 
 async def test_latest_stable_without_tarball_is_a_clear_error(svc: Hexlocal) -> None:
-    with pytest.raises(VersionNotFound, match="telemetry"):
+    with pytest.raises(VersionNotFound, match="telemetry") as caught:
         await svc.search_docs("telemetry", "attach a handler")
     assert snapshot(svc)[0] == 0
+    # hex.pm lists docs for 1.4.1; the mirror has none yet.
+    assert "the docs mirror may lag behind it" in str(caught.value)
+    assert "the nearest versions with docs: 1.4.0" in str(caught.value)
+
+
+async def test_a_lock_pin_hex_does_not_list_names_the_nearest_versions_with_docs(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
+    # A lock newer than the registry it is read against (a mirror lagging behind hex.pm).
+    (project_root(svc) / "mix.lock").write_text(JASON_LOCK.format(v="1.5.0"))
+    with pytest.raises(VersionNotFound) as caught:
+        await svc.search_docs("jason", "decode")
+    message = str(caught.value)
+    assert "jason 1.5.0 is not among the releases hex.pm lists" in message
+    assert "the nearest versions with docs: 1.4.5, 1.4.4, 1.4.3" in message
+    assert "Ask for version 1.4.5" in message
+    assert snapshot(svc)[0] == 0
+    # The explanation reads the package info the client already holds: no second request.
+    assert len(fake_hex.requests_to("/api/packages/jason")) == 1
+
+
+async def test_a_release_published_without_docs_says_so(svc: Hexlocal, fake_hex: FakeHex) -> None:
+    releases = [
+        {"version": "2.1.0", "has_docs": False},
+        {"version": "2.0.0", "has_docs": True},
+        {"version": "1.0.0", "has_docs": True},
+    ]
+    fake_hex.add_package(
+        "quiet_pkg",
+        {"name": "quiet_pkg", "releases": releases, "latest_stable_version": "2.1.0"},
+    )
+    with pytest.raises(VersionNotFound) as caught:
+        await svc.search_docs("quiet_pkg", "anything", version="2.1.0")
+    message = str(caught.value)
+    assert "quiet_pkg 2.1.0 was published without docs" in message
+    assert "the nearest versions with docs: 2.0.0, 1.0.0" in message
+
+
+async def test_missing_docs_with_hex_unreachable_keep_the_plain_message(
+    svc: Hexlocal, fake_hex: FakeHex
+) -> None:
+    (project_root(svc) / "mix.lock").write_text(JASON_LOCK.format(v="1.5.0"))
+    fake_hex.fail("/api/packages/*", status=503)
+    with pytest.raises(VersionNotFound) as caught:
+        await svc.search_docs("jason", "decode")
+    message = str(caught.value)
+    assert "jason-1.5.0.tar.gz returned 404" in message
+    assert "It may never have published docs; try another version." in message
 
 
 @pytest.mark.parametrize("stage", ["download", "parse", "write"])

@@ -164,8 +164,8 @@ class HexClient(NoLifecycle):
 
         def not_found(status: int) -> Exception:
             return VersionNotFound(
-                f"{subject}: this version has no docs on hex.pm (GET {request.shown} returned "
-                f"{status}). It may never have published docs; try another version."
+                f"{subject}: there is no docs tarball for this version (GET {request.shown} "
+                f"returned {status})."
             )
 
         request = _Request(url, subject, self.max_docs_bytes, False, not_found)

@@ -11,12 +11,12 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from hexlocal_core.errors import IngestError, NotFound, RemoteError
+from hexlocal_core.errors import IngestError, NotFound, RemoteError, VersionNotFound
 from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
 from hexlocal_core.ingest.planner import IngestPlan
 from hexlocal_core.model import Notice, Phase, SourceKind
 from hexlocal_core.ports import HexRegistry
-from hexlocal_core.versions import ELIXIR_APPS
+from hexlocal_core.versions import ELIXIR_APPS, explain_missing_docs
 
 log = logging.getLogger("hexlocal.sources")
 
@@ -94,6 +94,8 @@ async def read_plan(
         data = await registry.fetch_docs(name, version)
     except (RemoteError, NotFound) as exc:
         fallback = plan.fallback
+        if fallback is None and isinstance(exc, VersionNotFound):
+            raise await explain_missing_docs(registry, name, version, exc) from None
         if fallback is None:
             raise
         why = (

@@ -26,7 +26,7 @@ from typing import Any
 from attrs import asdict, evolve, field, frozen
 
 from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT, MAX_DIFF_LIMIT, MAX_DIFF_OFFSET
-from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError
+from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.exdoc_search import parse_ref
 from hexlocal_core.ingest.pipeline import in_worker
@@ -35,6 +35,7 @@ from hexlocal_core.ports import HexRegistry
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,
+    explain_missing_docs,
     resolve_version,
     try_parse_version,
     validate_package_name,
@@ -434,7 +435,10 @@ class VersionDiffer:
         if cached is not None:
             self._cache.move_to_end(key)
             return cached
-        data = await self._registry.fetch_docs(name, version)
+        try:
+            data = await self._registry.fetch_docs(name, version)
+        except VersionNotFound as exc:
+            raise await explain_missing_docs(self._registry, name, version, exc) from None
         max_bytes = self._max_bytes
         parsed = await in_worker(
             lambda: _parse(data, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url)

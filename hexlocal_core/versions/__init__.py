@@ -29,7 +29,12 @@ from hexlocal_core.versions.lockfile import (
 )
 from hexlocal_core.versions.names import ELIXIR_APPS, MAX_NAME_LENGTH, validate_package_name
 from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir, read_app_vsn
-from hexlocal_core.versions.resolution import LATEST, resolve_version
+from hexlocal_core.versions.resolution import (
+    LATEST,
+    explain_missing_docs,
+    resolve_version,
+    why_no_docs,
+)
 from hexlocal_core.versions.semver import (
     MAX_VERSION_LENGTH,
     SemVer,
@@ -52,6 +57,7 @@ __all__ = [
     "SemVer",
     "build_version",
     "elixir_on_path",
+    "explain_missing_docs",
     "find_lock",
     "find_mix_root",
     "is_stable",
@@ -67,4 +73,5 @@ __all__ = [
     "resolve_version",
     "try_parse_version",
     "validate_package_name",
+    "why_no_docs",
 ]

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from hexlocal_core.errors import RemoteError, UserInputError, VersionNotFound
-from hexlocal_core.model import Notice, ResolvedVersion, VersionSource
+from hexlocal_core.errors import NotFound, RemoteError, UserInputError, VersionNotFound
+from hexlocal_core.model import HexPackageInfo, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.untrusted import shown
 from hexlocal_core.versions.location import find_lock
@@ -27,13 +27,14 @@ from hexlocal_core.versions.lockfile import LockEntry, LockTooLarge, MalformedLo
 from hexlocal_core.versions.names import ELIXIR_APPS, validate_package_name
 from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir
 from hexlocal_core.versions.semver import (
+    is_stable,
     nearest_versions,
     parse_version,
     pick_latest,
     try_parse_version,
 )
 
-__all__ = ["LATEST", "resolve_version"]
+__all__ = ["LATEST", "explain_missing_docs", "resolve_version", "why_no_docs"]
 
 LATEST = "latest"
 
@@ -233,4 +234,42 @@ async def _resolve_elixir_app(name: str, wanted: str | None, project_root: Path)
         "so its version comes from the project's .tool-versions or mise.toml, or from "
         f"`elixir --version`, and none was found under {project_root}. "
         "Pass a version, like 1.18.4."
+    )
+
+
+async def explain_missing_docs(
+    registry: HexRegistry, name: str, version: str, missing: VersionNotFound
+) -> VersionNotFound:
+    """`missing` (a docs tarball that is not there) with what hex.pm lists about the
+    version appended: the pin is unknown, was published without docs, or the mirror lags.
+    The client caches package info, so this is rarely a request of its own."""
+    try:
+        info = await registry.package_info(name)
+    except (RemoteError, NotFound):
+        return VersionNotFound(f"{missing} It may never have published docs; try another version.")
+    return VersionNotFound(f"{missing} {why_no_docs(info, version)}")
+
+
+def why_no_docs(info: HexPackageInfo, version: str) -> str:
+    """Why there are no docs for `version`, read from the package's release list."""
+    wanted = try_parse_version(version)
+    listed = next(
+        (r for r in info.releases if wanted and try_parse_version(r.version) == wanted), None
+    )
+    with_docs = [r.version for r in info.releases if r.has_docs and r.version != version]
+    if wanted is not None and wanted.is_stable:
+        # A stable pin is not helped by a pre-release of the next minor, close as it sorts.
+        with_docs = [v for v in with_docs if is_stable(v)] or with_docs
+    near = nearest_versions(version, with_docs, n=3)
+    if listed is None:
+        why = f"{info.name} {version} is not among the releases hex.pm lists"
+    elif not listed.has_docs:
+        why = f"{info.name} {version} was published without docs"
+    else:
+        why = f"hex.pm lists docs for {info.name} {version}, so the docs mirror may lag behind it"
+    if not near:
+        return f"{why}, and no other version of {info.name} has docs there."
+    return (
+        f"{why}; the nearest versions with docs: {', '.join(near)}. Ask for version {near[0]}"
+        " to read those."
     )
