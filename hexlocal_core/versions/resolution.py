@@ -240,14 +240,15 @@ async def _resolve_elixir_app(name: str, wanted: str | None, project_root: Path)
 async def explain_missing_docs(
     registry: HexRegistry, name: str, version: str, missing: VersionNotFound
 ) -> VersionNotFound:
-    """`missing` (a docs tarball that is not there) with what hex.pm lists about the
-    version appended: the pin is unknown, was published without docs, or the mirror lags.
+    """`missing` (a docs tarball that is not there) after what hex.pm lists about the
+    version: the pin is unknown, was published without docs, or the mirror lags.
     The client caches package info, so this is rarely a request of its own."""
     try:
         info = await registry.package_info(name)
     except (RemoteError, NotFound):
         return VersionNotFound(f"{missing} It may never have published docs; try another version.")
-    return VersionNotFound(f"{missing} {why_no_docs(info, version)}")
+    # The reason first: a table cell (sync, list) shows only the start of the message.
+    return VersionNotFound(f"{why_no_docs(info, version)} ({missing})")
 
 
 def why_no_docs(info: HexPackageInfo, version: str) -> str:
