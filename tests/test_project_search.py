@@ -29,6 +29,7 @@ from tests.helpers import (
     chunk_of,
     cli_builds_with_fakes,
     item,
+    project_root,
     write_package,
 )
 from tests.pg.support import package_write
@@ -114,6 +115,30 @@ async def test_unindexed_packages_are_named_once_and_queued(svc: Hexlocal) -> No
     again = await svc.search_project_deps("attach a handler to an event", mode="fts")
     assert not any(n.code == "packages_not_indexed" for n in again.notices)
     assert "telemetry" in {h.package for h in again.hits}
+
+
+async def test_left_out_packages_are_grouped_by_why_with_names_not_reasons(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    # plug 1.20.3 has no docs tarball: it fails, with a long reason, on every sync.
+    pins = {**INDEXED, "plug": "1.20.3"}
+    service = make(fake_hex, tmp_path, pins)
+    try:
+        await service.sync(wait=True)
+        states = {s.name: s for s in await service.project_packages()}
+        assert states["plug"].state is SyncState.FAILED and states["plug"].reason
+        # A dependency added to the lock since: not indexed yet when the search comes.
+        (project_root(service) / "mix.lock").write_text(lock_text(pins | NOT_INDEXED))
+        result = await service.search_project_deps("decode", mode="fts")
+    finally:
+        await service.aclose()
+    (notice,) = [n for n in result.notices if n.code == "packages_not_indexed"]
+    assert notice.message.startswith("2 of the project's 5 packages are not searched yet.")
+    assert "(telemetry 1.2.1)" in notice.message
+    failed = "1 failed (plug 1.20.3): list_indexed_packages (`hexlocal list`) says why"
+    assert failed in notice.message
+    assert states["plug"].reason[:40] not in notice.message  # the reason is not repeated
+    assert len(notice.message) < 400
 
 
 async def test_a_package_without_all_its_vectors_answers_by_keyword_and_says_so(

@@ -166,31 +166,51 @@ def _embedding_notice(scope: Sequence[PackageState]) -> Notice | None:
 
 
 def _missing_notice(missing: Sequence[PackageState], total: int) -> Notice:
-    parts = [_describe(s) for s in missing[:NOTICE_NAMES]]
-    if len(missing) > NOTICE_NAMES:
-        parts.append(f"and {len(missing) - NOTICE_NAMES} more")
-    queued = any(s.state in (SyncState.QUEUED, SyncState.INDEXING) for s in missing)
-    then = (
-        " Queued ones are indexed in the background (or run `hexlocal sync`); search again "
-        "later, or call search_docs with that package to index it now."
-        if queued
-        else " Call search_docs with that package to index it now."
-    )
+    """The packages left out, grouped by why, names only: the reasons are
+    list_indexed_packages's to give, and this notice comes with every project-wide answer."""
+    groups: dict[str, list[PackageState]] = {}
+    for state in missing:
+        groups.setdefault(_GROUP.get(state.state, "not indexed"), []).append(state)
+    parts = [
+        f"{len(states)} {group} ({_names(states)}): {_NEXT[group]}"
+        for group, states in sorted(groups.items(), key=lambda g: _ORDER.index(g[0]))
+    ]
     return Notice(
         "packages_not_indexed",
-        f"{len(missing)} of the project's {total} packages are not searched yet: "
-        f"{'; '.join(parts)}.{then}",
+        f"{len(missing)} of the project's {total} packages are not searched yet. "
+        + "; ".join(parts)
+        + ".",
     )
 
 
-def _describe(state: PackageState) -> str:
-    version = f" {state.locked_version}" if state.locked_version else ""
-    what = str(state.state)
+_GROUP = {
+    SyncState.QUEUED: "queued",
+    SyncState.INDEXING: "queued",
+    SyncState.FAILED: "failed",
+    SyncState.SKIPPED: "skipped",
+}
+_ORDER = ("queued", "not indexed", "failed", "skipped")
+_NEXT = {
+    "queued": "they are indexed in the background; search again later, or call search_docs "
+    "with the package to index it now",
+    "not indexed": "call search_docs with the package to index it now",
+    "failed": "list_indexed_packages (`hexlocal list`) says why; `hexlocal sync` tries them again",
+    "skipped": "list_indexed_packages (`hexlocal list`) says why",
+}
+
+
+def _names(states: Sequence[PackageState]) -> str:
+    shown = [_name(s) for s in states[:NOTICE_NAMES]]
+    if len(states) > NOTICE_NAMES:
+        shown.append(f"and {len(states) - NOTICE_NAMES} more")
+    return ", ".join(shown)
+
+
+def _name(state: PackageState) -> str:
+    name = f"{state.name} {state.locked_version}" if state.locked_version else state.name
     if state.state is SyncState.INDEXING and state.chunks_total:
-        what = f"indexing {state.chunks_embedded}/{state.chunks_total}"
-    if state.reason and state.state in (SyncState.FAILED, SyncState.SKIPPED):
-        what = f"{what}: {state.reason[:120]}"
-    return f"{state.name}{version} ({what})"
+        return f"{name}, {state.chunks_embedded}/{state.chunks_total} chunks"
+    return name
 
 
 def _unknown_notice(names: Sequence[str]) -> Notice:
