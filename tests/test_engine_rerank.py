@@ -155,18 +155,25 @@ async def test_the_stand_in_cross_encoder_reranks_the_pool(
 # -- notices -----------------------------------------------------------------------------
 
 
-def _warnings(caplog: pytest.LogCaptureFixture, needle: str) -> list[str]:
+def _warnings(
+    caplog: pytest.LogCaptureFixture, needle: str, level: int = logging.WARNING
+) -> list[str]:
     return [
-        r.getMessage()
-        for r in caplog.records
-        if r.levelno == logging.WARNING and needle in r.getMessage()
+        r.getMessage() for r in caplog.records if r.levelno == level and needle in r.getMessage()
     ]
+
+
+def _absent_logged(caplog: pytest.LogCaptureFixture) -> int:
+    """How often the absent reranker was logged: at info, since the notice tells the user
+    (a CLI showed a warning and the notice, the same thing twice)."""
+    assert _warnings(caplog, "cross-encoder") == []
+    return len(_warnings(caplog, "cross-encoder", logging.INFO))
 
 
 async def test_an_absent_reranker_is_said_once_per_engine_in_one_short_sentence(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="hexlocal.search")
+    caplog.set_level(logging.INFO, logger="hexlocal.search")
     engine = _engine(store, None)
 
     plain = await _search(engine, mode="rrf")  # no rerank asked: nothing owed, nothing spent
@@ -180,7 +187,7 @@ async def test_an_absent_reranker_is_said_once_per_engine_in_one_short_sentence(
     assert message.count(". ") == 0  # one sentence
     assert _ids(first) == list(first.pool)  # the fused order
     assert all(o.notices == () for o in later)
-    assert len(_warnings(caplog, "cross-encoder")) == 1
+    assert _absent_logged(caplog) == 1
 
     fresh = await _search(_engine(store, None))  # a new engine is a new server session
     assert _codes(fresh) == ["rerank_unavailable"]
@@ -206,7 +213,7 @@ class ArrivingReranker(ScriptedReranker):
 async def test_a_reranker_not_there_yet_is_absent_not_failed_until_it_arrives(
     store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="hexlocal.search")
+    caplog.set_level(logging.INFO, logger="hexlocal.search")
     reranker = ArrivingReranker()
     engine = _engine(store, reranker)
 
@@ -218,7 +225,7 @@ async def test_a_reranker_not_there_yet_is_absent_not_failed_until_it_arrives(
     assert all(_ids(o) == list(o.pool) for o in waiting)
     assert len(reranker.calls) == 4  # asked every time, so reranking starts when it can
     assert arrived.notices == () and all(h.rerank_score is not None for h in arrived.hits)
-    assert len(_warnings(caplog, "cross-encoder")) == 1
+    assert _absent_logged(caplog) == 1
     assert _warnings(caplog, "rerank failed") == []  # absence is not a failure
 
 

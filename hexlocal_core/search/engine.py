@@ -137,10 +137,12 @@ class SearchEngine:
         if self._told_rerank_absent:
             return None
         self._told_rerank_absent = True
+        # Info, not a warning: no reranker is a plain install's normal state, and the notice
+        # already tells the user (a CLI printed both).
         if reason is None:
-            log.warning(notices.NO_RERANKER.message)
+            log.info(notices.NO_RERANKER.message)
         else:
-            log.warning("%s (%s)", notices.NO_RERANKER.message, reason)
+            log.info("%s (%s)", notices.NO_RERANKER.message, reason)
         return notices.NO_RERANKER
 
     def vector_status(self) -> Notice | None:
