@@ -8,6 +8,12 @@ weights folded per query shape, ready to paste into `WEIGHTS`.
 
     python scripts/fit_learned_rank.py [--db PATH] [--errors-db PATH] [--l2 0.001]
         [--weight W] [--sets dev,examples,...] [--judge heldout_fourth,...] [--folds package]
+        [--error-map]
+
+The fitted sets are searched with the error-paste map off unless `--error-map`: the shipped
+map was fitted on their error queries, so with it on their cosine features are better than
+any user's, and the fit learns to trust the vector arm on errors (lever 24 in
+docs/decisions.md: error MRR@10 .80 with it, .65 without). Judged sets search as users do.
 
 `--folds package` holds out whole packages instead of whole sets (the sets share packages
 and answers; see hexlocal_core/evaluation/folds.py). `--judge` names unspent sets of the
@@ -116,12 +122,13 @@ def row_of(shape: Shape, features: dict[str, float]) -> list[float]:
     return [features.get(n, crossed.get(n, 0.0)) for n in NAMES]
 
 
-async def collect(db: Path, set_names: Sequence[str]) -> list[Seen]:
+async def collect(db: Path, set_names: Sequence[str], *, error_map: bool = False) -> list[Seen]:
     store = Store(db)
     embedder = build_local_embedder(Settings.from_env())
     await asyncio.to_thread(embedder.ensure_loaded)
     same_model_or_exit(store, embedder.model_id, db)
-    engine = _Recording(store, embedder, None, tuning=evolve(SearchTuning(), learned_rank=True))
+    tuning = evolve(SearchTuning(), learned_rank=True, error_adapter=error_map)
+    engine = _Recording(store, embedder, None, tuning=tuning)
     reads = store.session().chunks
     out: list[Seen] = []
     for name, q, relevant in answerable(store, SETS, set_names):
@@ -262,16 +269,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", type=lambda v: tuple(v.split(",")), default=MAIN_SETS)
     parser.add_argument("--judge", type=lambda v: tuple(v.split(",")), default=())
     parser.add_argument("--folds", choices=("set", "package"), default="set")
+    parser.add_argument(
+        "--error-map",
+        action="store_true",
+        help="collect the fitted sets with the error-paste map on (leaks: it was fitted on them)",
+    )
     args = parser.parse_args(argv)
     if set(args.judge) & {*args.sets, *ERROR_SETS}:
         parser.error("a judged set must not be fitted on")
-    seen = asyncio.run(collect(args.db, args.sets))
-    seen += asyncio.run(collect(args.errors_db, ERROR_SETS))
+    seen = asyncio.run(collect(args.db, args.sets, error_map=args.error_map))
+    seen += asyncio.run(collect(args.errors_db, ERROR_SETS, error_map=args.error_map))
     cross_validate(seen, args.l2, args.weight, args.folds)
     weights = fit(seen, args.l2)
     print_weights(weights)
     if args.judge:
-        judge(asyncio.run(collect(args.db, args.judge)), weights, args.weight)
+        judge(asyncio.run(collect(args.db, args.judge, error_map=True)), weights, args.weight)
     return 0
 
 
