@@ -480,6 +480,13 @@ async def test_get_docs_returns_the_item_or_names_what_is_documented_near_it(svc
     assert missing.hits == ()
     (notice,) = missing.notices
     assert notice.code == "not_found" and "Jason.decode/2" in notice.message
+    # A misspelt name: the module's items spelt like it, not its first five.
+    typo = await svc.get_docs("jason", "Jason.decod", version="1.4.4")
+    (notice,) = typo.notices
+    near = notice.message.split("Documented near it: ", 1)[1]
+    assert near.startswith("Jason.decode/2, Jason.decode!/2"), notice.message
+    unlike = await svc.get_docs("jason", "Jason.frobnicate/1", version="1.4.4")
+    assert "Documented near it: Jason" in unlike.notices[0].message  # the module's own, then
 
 
 # -- the plan, progress and cancellation ---------------------------------------------------

@@ -3,6 +3,7 @@ puts that item's chunks first, straight from the index, for any version."""
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from attrs import frozen
@@ -86,6 +87,35 @@ def similar_titles(
         found = reads.titles_named(package, ident.function, ident.module, limit)
         if found:
             return found
-    if ident.module:
+    if not ident.module:
+        return []
+    if not ident.function:
         return reads.titles_in_module(package, ident.module, limit)
-    return []
+    titles = reads.titles_in_module(package, ident.module, MODULE_TITLES)
+    return closest_titles(ident.function, titles, limit) or titles[:limit]
+
+
+MODULE_TITLES = 2000  # a module's items read to find a misspelt one among (Kernel: ~400)
+
+
+def closest_titles(function: str, titles: list[str], limit: int) -> list[str]:
+    """The titles whose function name is a prefix of, starts with, or is spelt close to
+    `function` (`decod` -> `decode/2`, `put_resp_headr` -> `put_resp_header/3`)."""
+
+    def name(title: str) -> str:
+        ident = parse_identifier(title)
+        return ident.function if ident and ident.function else ""
+
+    def score(title: str) -> float:
+        other = name(title)
+        if not other:
+            return 0.0
+        if other.startswith(function) or function.startswith(other):
+            return 1.0 + len(function) / max(len(other), len(function))
+        return difflib.SequenceMatcher(None, function, other).ratio()
+
+    scored = sorted(((score(t), n, t) for n, t in enumerate(titles)), key=lambda x: (-x[0], x[1]))
+    return [t for value, _, t in scored if value >= CLOSE][:limit]
+
+
+CLOSE = 0.75  # difflib's ratio for one or two letters wrong in a name of eight or more
