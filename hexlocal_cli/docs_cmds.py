@@ -65,6 +65,9 @@ def ingest_progress(enabled: bool = True) -> Iterator[ProgressFn]:
 # -- search and get -----------------------------------------------------------------------
 
 
+VERSION_HELP = "A Hex version or a requirement ('~> 1.4'); default: what mix.lock pins."
+
+
 @click.command()
 @click.argument("package", metavar="[PACKAGE]", required=False)
 @click.argument("query", required=False)
@@ -86,7 +89,7 @@ def ingest_progress(enabled: bool = True) -> Iterator[ProgressFn]:
     metavar="PACKAGE",
     help="With --all: only these packages (repeat the option).",
 )
-@click.option("--version", "version", help="A Hex version; default: what mix.lock pins.")
+@click.option("--version", "version", help=VERSION_HELP)
 @click.option(
     "--limit",
     type=click.IntRange(1, bounds.MAX_LIMIT),
@@ -214,7 +217,7 @@ def _search_project(
 @click.command()
 @click.argument("package")
 @click.argument("identifier")
-@click.option("--version", "version", help="A Hex version; default: what mix.lock pins.")
+@click.option("--version", "version", help=VERSION_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def get(package: str, identifier: str, version: str | None, as_json: bool) -> None:
     """Print the docs of one IDENTIFIER of PACKAGE: Module, Module.fun/2, c:cb/1, t:t/0."""

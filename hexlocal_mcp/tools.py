@@ -69,8 +69,10 @@ Version = Annotated[
     str | None,
     Field(
         description=(
-            "A Hex version such as '3.12.5'. Leave it out: the version the project's "
-            "mix.lock pins is used (else what is indexed, else the latest stable release)."
+            "A Hex version such as '3.12.5', or a requirement from mix.exs such as '~> 3.12' "
+            "(mix.lock's pin when it meets it, else the newest release that does). Leave it "
+            "out: the version the project's mix.lock pins is used (else what is indexed, else "
+            "the latest stable release)."
         )
     ),
 ]

@@ -4,6 +4,7 @@ One module per reason to change, leaves first (imports point up this list only):
 
     files.py       reading the project's files safely (no FIFO, size caps, short echoes)
     semver.py      Hex SemVer: parse, order, nearest versions, the latest stable release
+    requirement.py Elixir version requirements (`~> 1.4`) and the newest release one allows
     names.py       valid Hex package names; the apps that ship with Elixir
     terms.py       the Elixir literal parser mix.lock is written in
     lockfile.py    mix.lock entries; the bounded, cached lock reader

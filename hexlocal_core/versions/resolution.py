@@ -26,6 +26,7 @@ from hexlocal_core.versions.location import find_lock
 from hexlocal_core.versions.lockfile import LockEntry, LockTooLarge, MalformedLock, load_lock
 from hexlocal_core.versions.names import ELIXIR_APPS, validate_package_name
 from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir
+from hexlocal_core.versions.requirement import Requirement, best_match, parse_requirement
 from hexlocal_core.versions.semver import (
     is_stable,
     nearest_versions,
@@ -58,9 +59,50 @@ async def resolve_version(
         return await _resolve_elixir_app(name, wanted, project_root)
     if wanted is not None and wanted.lower() == LATEST:
         return await _from_hex(name, registry, project_root, (), None, asked_latest=True)
+    requirement = parse_requirement(wanted) if wanted is not None else None
+    if requirement is not None:
+        return await _resolve_requirement(name, requirement, project_root, registry)
     if wanted is not None:
         return await _resolve_explicit(name, wanted, registry)
     return await _resolve_from_project(name, project_root, registry)
+
+
+async def _resolve_requirement(
+    name: str, requirement: Requirement, project_root: Path, registry: HexRegistry | None
+) -> ResolvedVersion:
+    """A requirement (`~> 1.4`, from mix.exs): the lock's pin when it satisfies it, else
+    the newest release hex.pm lists that does."""
+    said = f"'{requirement.text}'"
+    notices: list[Notice] = []
+    lock_path = find_lock(project_root)
+    entry = await _lock_entry(name, lock_path, notices)
+    pinned = try_parse_version(entry.version or "") if entry and entry.kind == "hex" else None
+    if pinned is not None and requirement.matches(pinned) and lock_path is not None:
+        notice = Notice("requirement_matched", f"{said} is met by {pinned}, mix.lock's pin")
+        return ResolvedVersion(
+            name,
+            str(pinned),
+            VersionSource.MIX_LOCK,
+            detail=str(lock_path),
+            lock_entry=entry,
+            notices=(*notices, notice),
+        )
+    if registry is None:
+        raise UserInputError(
+            f"{said} needs hex.pm's release list to choose from, which is not available "
+            f"here; pass an exact version of {name}, like 1.4.5"
+        )
+    listed = [r.version for r in (await registry.package_info(name)).releases]
+    version = best_match(requirement, listed)
+    if version is None:
+        parsed = sorted(filter(None, map(try_parse_version, listed)), reverse=True)
+        newest = ", ".join(str(v) for v in parsed[:3])
+        raise VersionNotFound(
+            f"no release of {name} on hex.pm meets {said}"
+            + (f"; the newest: {newest}" if newest else "")
+        )
+    notice = Notice("requirement_matched", f"{said} is met by {version}, the newest such release")
+    return ResolvedVersion(name, version, VersionSource.EXPLICIT, notices=(*notices, notice))
 
 
 async def _resolve_explicit(

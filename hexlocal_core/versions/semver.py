@@ -101,6 +101,8 @@ def parse_version(text: str) -> SemVer:
         hint = " (drop the leading 'v')"
     elif re.fullmatch(r"\d+(\.\d+)?", text.strip()):
         hint = " (Hex versions have three parts)"
+    elif re.match(r"\s*(~>|[<>=!]=?)", text):
+        hint = " nor a requirement (an operator and a version, like '~> 1.4' or '>= 2.0.0')"
     raise UserInputError(
         f"{shown!r} is not a valid version{hint}: expected MAJOR.MINOR.PATCH with an "
         "optional -pre-release and +build, like 1.4.5 or 1.5.0-alpha.2"
