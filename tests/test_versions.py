@@ -710,3 +710,14 @@ async def test_a_lock_changed_between_calls_changes_the_answer_at_once(
 def test_a_stray_byte_in_tool_versions_does_not_hide_the_pin(project: Path) -> None:
     (project / ".tool-versions").write_bytes(b"# caf\xe9\nelixir 1.18.4-otp-27\n")
     assert pinned_elixir(project)[:2] == ("1.18.4", project / ".tool-versions")
+
+
+async def test_a_misspelt_package_names_the_locks_packages_spelt_like_it(
+    tmp_path: Path, hex_client: HexClient
+) -> None:
+    jason_lock(tmp_path, "1.4.4")
+    with pytest.raises(PackageNotFound, match="In the project's mix.lock: jason\\."):
+        await resolve_version("jasn", None, project_root=tmp_path, registry=hex_client)
+    with pytest.raises(PackageNotFound) as caught:  # nothing spelt like it: no hint
+        await resolve_version("zzzqqq", "1.0.0", project_root=tmp_path, registry=hex_client)
+    assert "mix.lock" not in str(caught.value)

@@ -16,9 +16,16 @@ the answer at once. An unusable source is a notice and the chain goes on.
 from __future__ import annotations
 
 import asyncio
+import difflib
 from pathlib import Path
 
-from hexlocal_core.errors import NotFound, RemoteError, UserInputError, VersionNotFound
+from hexlocal_core.errors import (
+    NotFound,
+    PackageNotFound,
+    RemoteError,
+    UserInputError,
+    VersionNotFound,
+)
 from hexlocal_core.model import HexPackageInfo, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.untrusted import shown
@@ -55,6 +62,15 @@ async def resolve_version(
     """
     name = validate_package_name(name)
     wanted = explicit.strip() if explicit and explicit.strip() else None
+    try:
+        return await _resolve(name, wanted, project_root, registry)
+    except PackageNotFound as exc:
+        raise PackageNotFound(f"{exc}{await _lock_names_like(name, project_root)}") from None
+
+
+async def _resolve(
+    name: str, wanted: str | None, project_root: Path, registry: HexRegistry | None
+) -> ResolvedVersion:
     if name in ELIXIR_APPS:
         return await _resolve_elixir_app(name, wanted, project_root)
     if wanted is not None and wanted.lower() == LATEST:
@@ -162,6 +178,19 @@ async def _resolve_from_project(
             notices=tuple(notices),
         )
     return await _from_hex(name, registry, project_root, tuple(notices), entry)
+
+
+async def _lock_names_like(name: str, project_root: Path) -> str:
+    """` In the project's mix.lock: phoenix_live_view.` for a misspelt name, else ''."""
+    lock_path = find_lock(project_root)
+    if lock_path is None:
+        return ""
+    try:
+        lock = await asyncio.to_thread(load_lock, lock_path)
+    except (LockTooLarge, MalformedLock):
+        return ""
+    near = difflib.get_close_matches(name, [*lock.entries, *sorted(ELIXIR_APPS)], n=3, cutoff=0.75)
+    return f" In the project's mix.lock: {', '.join(near)}." if near else ""
 
 
 async def _lock_entry(name: str, lock_path: Path | None, notices: list[Notice]) -> LockEntry | None:
