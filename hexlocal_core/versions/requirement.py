@@ -41,8 +41,8 @@ class _Clause:
         }[self.op]
 
     def _ceiling(self) -> SemVer:
-        # `~> 1.4` allows below 2.0.0; `~> 1.4.2` below 1.5.0; neither lets a pre-release
-        # of the ceiling in (2.0.0-rc.1 < 2.0.0 sorts inside), as Elixir's own rule.
+        # `~> 1.4` allows below 2.0.0-0, `~> 1.4.2` below 1.5.0-0: the next version's
+        # pre-releases (2.0.0-rc.1) stay out, as Elixir's `Version` rules them.
         v = self.version
         top = SemVer(v.major + 1, 0, 0) if self.parts == 2 else SemVer(v.major, v.minor + 1, 0)
         return SemVer(top.major, top.minor, 0, (0,))
