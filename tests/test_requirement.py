@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hexlocal_core.adapters.hex import HexClient
 from hexlocal_core.errors import UserInputError, VersionNotFound
@@ -53,6 +55,19 @@ def test_the_ceiling_of_a_pessimistic_requirement_keeps_its_pre_releases_out() -
 )
 def test_what_is_not_a_requirement(text: str) -> None:
     assert parse_requirement(text) is None
+
+
+_PIECES = st.sampled_from(
+    ["~>", ">=", "<", "==", "!=", "and", "or", "1.4", "1.4.5", "2.0.0-rc.1", "x", "9" * 40, "1.2+b"]
+)
+
+
+@given(st.one_of(st.text(max_size=300), st.lists(_PIECES, max_size=20).map(" ".join)))
+def test_any_text_is_a_requirement_or_none_never_an_error(text: str) -> None:
+    requirement = parse_requirement(text)
+    if requirement is not None:
+        chosen = best_match(requirement, RELEASES)
+        assert chosen is None or requirement.matches(parse_version(chosen))
 
 
 def test_a_malformed_requirement_is_told_what_one_looks_like() -> None:
