@@ -151,6 +151,21 @@ async def test_states_move_from_queued_to_indexing_to_indexed(
     assert {n: s.state for n, s in final.items()} == {n: SyncState.INDEXED for n in LOCKED}
 
 
+async def test_a_failure_reason_does_not_repeat_the_name_and_version(
+    fake_hex: FakeHex, tmp_path: Path
+) -> None:
+    settings = sync_settings(fake_hex, tmp_path)
+    project(settings, {**LOCKED, "mime": "9.9.9"})
+    fake_hex.fail("/api/packages/mime", status=503)  # no release list to explain it from
+    service = make(settings)
+    try:
+        states = by_name((await service.sync(wait=True)).packages)
+    finally:
+        await service.aclose()
+    # Shown as "mime 9.9.9: failed: <reason>": the reason starts with what went wrong.
+    assert (states["mime"].reason or "").startswith("there is no docs tarball for this version")
+
+
 async def test_a_failing_package_shows_why_and_the_rest_continue(
     fake_hex: FakeHex, tmp_path: Path
 ) -> None:
@@ -164,6 +179,7 @@ async def test_a_failing_package_shows_why_and_the_rest_continue(
         assert "9.9.9" in (states["mime"].reason or "") and "no docs" in (
             states["mime"].reason or ""
         )
+        assert (states["mime"].reason or "").startswith("mime 9.9.9 is not among the releases")
         assert states["nimble_options"].state is SyncState.FAILED
         assert {states[n].state for n in ("jason", "telemetry")} == {SyncState.INDEXED}
         listed = by_name(await service.project_packages())

@@ -331,7 +331,9 @@ class Syncer:
         background sync (an explicit one retries every failure)."""
         if isinstance(exc, HexlocalError):
             log.info("sync: %s failed: %s", row.package, exc)
-            reason, retry = str(exc), isinstance(exc, RemoteError)
+            # Shown beside the package and version already: "plug 1.20.3: ..." says them twice.
+            reason = str(exc).removeprefix(f"{row.package} {row.version}: ")
+            retry = isinstance(exc, RemoteError)
         else:
             log.error("sync: indexing %s failed unexpectedly", row.package, exc_info=exc)
             reason, retry = f"unexpected {type(exc).__name__}: {exc}", True
