@@ -96,6 +96,11 @@ async def read_plan(
         fallback = plan.fallback
         if fallback is None and isinstance(exc, VersionNotFound):
             raise await explain_missing_docs(registry, name, version, exc) from None
+        if fallback is None and type(exc) is RemoteError and name not in ELIXIR_APPS:
+            raise RemoteError(
+                f"{exc}. Without hex.pm, hexlocal reads the docs from the compiled dependency:"
+                f" compile the project (`mix compile`) so _build holds {name} {version}."
+            ) from None
         if fallback is None:
             raise
         why = (
