@@ -340,6 +340,16 @@ def titles_in_module(conn: apsw.Connection, package: str, module: str, limit: in
     return [str(r[0]) for r in conn.execute(sql, (package, module, limit))]
 
 
+def member_titles(conn: apsw.Connection, package: str, limit: int) -> list[str]:
+    """Titles of the package's members (functions, macros, callbacks, types), in document
+    order: what a misspelt identifier with no known module is compared against."""
+    sql = (
+        "SELECT DISTINCT title FROM chunks WHERE package = ? AND function IS NOT NULL"
+        f" AND NOT {_SUB_ITEM} ORDER BY id LIMIT ?"
+    )
+    return [str(r[0]) for r in conn.execute(sql, (package, limit))]
+
+
 # -- evaluation --------------------------------------------------------------------------
 
 

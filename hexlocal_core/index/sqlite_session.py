@@ -45,6 +45,7 @@ class SqliteChunkReads:
     exact_ids = _bind(chunks.exact_ids)
     titles_named = _bind(chunks.titles_named)
     titles_in_module = _bind(chunks.titles_in_module)
+    member_titles = _bind(chunks.member_titles)
     package_stats = _bind(chunks.package_stats)
     content_hashes = _bind(chunks.content_hashes)
     ids_by_ref = _bind(chunks.ids_by_ref)

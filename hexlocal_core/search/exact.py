@@ -81,41 +81,55 @@ def exact_chunk_ids(
 def similar_titles(
     reads: ChunkReads, package: str, ident: Identifier, *, limit: int = 5
 ) -> list[str]:
-    """Documented identifiers near one that is not: same name at other arities or in other
-    modules, else the module's own functions. For a `not_found` notice that helps."""
+    """Documented identifiers near one that is not: the same name at other arities or in
+    other modules, else the module's items spelt like it (or its first ones), else any
+    member spelt like it. For a `not_found` notice that helps."""
     if ident.function:
         found = reads.titles_named(package, ident.function, ident.module, limit)
         if found:
             return found
-    if not ident.module:
-        return []
-    if not ident.function:
+    if ident.module and not ident.function:
         return reads.titles_in_module(package, ident.module, limit)
-    titles = reads.titles_in_module(package, ident.module, MODULE_TITLES)
-    return closest_titles(ident.function, titles, limit) or titles[:limit]
+    titles = reads.titles_in_module(package, ident.module, MANY_TITLES) if ident.module else []
+    if titles:
+        return closest_titles(ident.function or "", titles, limit, ident.arity) or titles[:limit]
+    # No module, or one the package does not have (`Jasn.decod/2`): any member spelt like it.
+    members = reads.member_titles(package, MANY_TITLES)
+    return closest_titles(ident.function or "", members, limit, ident.arity)
 
 
-MODULE_TITLES = 2000  # a module's items read to find a misspelt one among (Kernel: ~400)
+MANY_TITLES = 6000  # items read to find a misspelt one among (Kernel: ~400; elixir: ~4,000)
 
 
-def closest_titles(function: str, titles: list[str], limit: int) -> list[str]:
-    """The titles whose function name is a prefix of, starts with, or is spelt close to
-    `function` (`decod` -> `decode/2`, `put_resp_headr` -> `put_resp_header/3`)."""
+def closest_titles(
+    function: str, titles: list[str], limit: int, arity: int | None = None
+) -> list[str]:
+    """The titles whose function name is spelt close to `function`: most of one is the
+    other's prefix (`decod` -> `decode/2`), or difflib finds them close (`redce` ->
+    `reduce/3`); the asked arity first among equals."""
 
-    def name(title: str) -> str:
+    def name(title: str) -> Identifier | None:
         ident = parse_identifier(title)
-        return ident.function if ident and ident.function else ""
+        return ident if ident and ident.function else None
 
-    def score(title: str) -> float:
-        other = name(title)
-        if not other:
+    def score(other: str) -> float:
+        short, long = sorted((function, other), key=len)
+        if long.startswith(short) and len(short) >= PREFIX_SHARE * len(long):
+            return 1.0 + len(short) / len(long)
+        matcher = difflib.SequenceMatcher(None, function, other)
+        # The bounds first: thousands of names are compared when the module is unknown.
+        if matcher.real_quick_ratio() < CLOSE or matcher.quick_ratio() < CLOSE:
             return 0.0
-        if other.startswith(function) or function.startswith(other):
-            return 1.0 + len(function) / max(len(other), len(function))
-        return difflib.SequenceMatcher(None, function, other).ratio()
+        return matcher.ratio()
 
-    scored = sorted(((score(t), n, t) for n, t in enumerate(titles)), key=lambda x: (-x[0], x[1]))
-    return [t for value, _, t in scored if value >= CLOSE][:limit]
+    scored = []
+    for n, title in enumerate(titles):
+        ident = name(title)
+        value = score(ident.function or "") if ident else 0.0
+        if ident and value >= CLOSE:
+            scored.append((-round(value, 3), arity is not None and ident.arity != arity, n, title))
+    return [title for *_, title in sorted(scored)][:limit]
 
 
+PREFIX_SHARE = 0.7  # `red` is not `redce` misspelt; `decod` is `decode` cut short
 CLOSE = 0.75  # difflib's ratio for one or two letters wrong in a name of eight or more

@@ -109,6 +109,8 @@ def test_exact_lookups_are_the_same(stores: tuple[Store, PgStore]) -> None:
             assert b.titles_named("jason", function, prefer, 10) == a.titles_named(
                 "jason", function, prefer, 10
             )
+    assert b.member_titles("jason", 500) == a.member_titles("jason", 500)
+    assert a.member_titles("jason", 500)
     targets = [("Jason.html#decode/2", "Jason.html#decode/2-"), ("readme.html", "readme.html#")]
     assert b.ids_by_ref("jason", targets) == a.ids_by_ref("jason", targets)
 

@@ -262,6 +262,15 @@ class PgChunkReads:
         found = self._ex.fetchall(statement, (package, module, _limit(limit)))
         return [str(r[0]) for r in found]
 
+    def member_titles(self, package: str, limit: int) -> list[str]:
+        """Titles of the package's members (functions, macros, callbacks, types), in
+        document order."""
+        statement = (
+            "SELECT title FROM chunks WHERE package = %s AND function IS NOT NULL"
+            f" AND NOT {SUB_ITEM} GROUP BY title ORDER BY min(id) LIMIT %s"
+        )
+        return [str(r[0]) for r in self._ex.fetchall(statement, (package, _limit(limit)))]
+
     # -- evaluation ----------------------------------------------------------------------
 
     def package_stats(self) -> list[PackageStats]:
