@@ -539,22 +539,22 @@ end
 '''
 
 
-@pytest.mark.elixir
-def test_compiled_project_module_end_to_end(tmp_path: Path, elixir_lib: BuildApp) -> None:
+def compile_sample(root: Path) -> None:
+    """SAMPLE_EX compiled by the real elixirc into root's _build, as the app sample 0.3.0."""
     elixirc = shutil.which("elixirc")
     if elixirc is None:
         pytest.skip("elixirc is not on PATH")
-    (tmp_path / "sample.ex").write_text(SAMPLE_EX)
-    ebin = tmp_path / "_build/dev/lib/sample/ebin"
+    (root / "sample.ex").write_text(SAMPLE_EX)
+    ebin = root / "_build/dev/lib/sample/ebin"
     ebin.mkdir(parents=True)
-    subprocess.run(
-        [elixirc, "-o", str(ebin), "sample.ex"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    args = [elixirc, "-o", str(ebin), "sample.ex"]
+    subprocess.run(args, cwd=root, check=True, capture_output=True, timeout=120)
     (ebin / "sample.app").write_text('{application,sample,[{vsn,"0.3.0"},{modules,[]}]}.\n')
+
+
+@pytest.mark.elixir
+def test_compiled_project_module_end_to_end(tmp_path: Path, elixir_lib: BuildApp) -> None:
+    compile_sample(tmp_path)
     app = find_build_app(tmp_path, "sample")
     assert app is not None and app.version == "0.3.0"
     result = items_from_beam_dir(app.ebin, package="sample", version=app.version)

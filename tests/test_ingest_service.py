@@ -5,8 +5,6 @@ about ingestion, versions and atomicity; search quality is measured with the rea
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -31,7 +29,7 @@ from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
 from tests.helpers import HashingEmbedder, db, project_root
 from tests.hex_fixtures import client_for, settings_for
-from tests.test_beam import SAMPLE_EX
+from tests.test_beam import compile_sample
 
 SAMPLE_LOCK = '%{\n  "sample": {:hex, :sample, "0.3.0", "abc", [:mix], [], "hexpm", "def"},\n}\n'
 JASON_LOCK = '%{{\n  "jason": {{:hex, :jason, "{v}", "abc", [:mix], [], "hexpm", "def"}},\n}}\n'
@@ -201,19 +199,6 @@ async def test_missing_docs_with_hex_unreachable_keep_the_plain_message(
     message = str(caught.value)
     assert "jason-1.5.0.tar.gz returned 404" in message
     assert "It may never have published docs; try another version." in message
-
-
-def compile_sample(root: Path) -> None:
-    """The sample module of tests/test_beam.py compiled into root's _build as sample 0.3.0."""
-    elixirc = shutil.which("elixirc")
-    if elixirc is None:
-        pytest.skip("elixirc is not on PATH")
-    (root / "sample.ex").write_text(SAMPLE_EX)
-    ebin = root / "_build/dev/lib/sample/ebin"
-    ebin.mkdir(parents=True)
-    args = [elixirc, "-o", str(ebin), "sample.ex"]
-    subprocess.run(args, cwd=root, check=True, capture_output=True, timeout=120)
-    (ebin / "sample.app").write_text('{application,sample,[{vsn,"0.3.0"},{modules,[]}]}.\n')
 
 
 @pytest.mark.elixir
