@@ -508,6 +508,8 @@ async def test_get_docs_returns_the_item_or_names_what_is_documented_near_it(svc
     for both_wrong in ("Jasn.decod/2", "decod/2"):  # no module, or one jason does not have
         typo = await svc.get_docs("jason", both_wrong, version="1.4.4")
         assert "Documented near it: Jason.decode/2" in typo.notices[0].message, both_wrong
+    module = await svc.get_docs("jason", "Jason.Encodr", version="1.4.4")
+    assert "Documented near it: Jason.Encoder, Jason.Encode" in module.notices[0].message
     unlike = await svc.get_docs("jason", "Jason.frobnicate/1", version="1.4.4")
     assert "Documented near it: Jason" in unlike.notices[0].message  # the module's own, then
 

@@ -340,6 +340,15 @@ def titles_in_module(conn: apsw.Connection, package: str, module: str, limit: in
     return [str(r[0]) for r in conn.execute(sql, (package, module, limit))]
 
 
+def module_names(conn: apsw.Connection, package: str, limit: int) -> list[str]:
+    """The package's module names, sorted: what a misspelt module is compared against."""
+    sql = (
+        "SELECT DISTINCT module FROM chunks WHERE package = ? AND module IS NOT NULL"
+        " ORDER BY module LIMIT ?"
+    )
+    return [str(r[0]) for r in conn.execute(sql, (package, limit))]
+
+
 def member_titles(conn: apsw.Connection, package: str, limit: int) -> list[str]:
     """Titles of the package's members (functions, macros, callbacks, types), in document
     order: what a misspelt identifier with no known module is compared against."""

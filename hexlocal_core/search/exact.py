@@ -83,13 +83,16 @@ def similar_titles(
 ) -> list[str]:
     """Documented identifiers near one that is not: the same name at other arities or in
     other modules, else the module's items spelt like it (or its first ones), else any
-    member spelt like it. For a `not_found` notice that helps."""
+    member spelt like it; for a module, its own items, else the modules spelt like it.
+    For a `not_found` notice that helps."""
     if ident.function:
         found = reads.titles_named(package, ident.function, ident.module, limit)
         if found:
             return found
     if ident.module and not ident.function:
-        return reads.titles_in_module(package, ident.module, limit)
+        own = reads.titles_in_module(package, ident.module, limit)
+        modules = reads.module_names(package, MANY_TITLES)
+        return own or difflib.get_close_matches(ident.module, modules, n=limit, cutoff=CLOSE)
     titles = reads.titles_in_module(package, ident.module, MANY_TITLES) if ident.module else []
     if titles:
         return closest_titles(ident.function or "", titles, limit, ident.arity) or titles[:limit]

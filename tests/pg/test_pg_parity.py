@@ -110,6 +110,7 @@ def test_exact_lookups_are_the_same(stores: tuple[Store, PgStore]) -> None:
                 "jason", function, prefer, 10
             )
     assert b.member_titles("jason", 500) == a.member_titles("jason", 500)
+    assert b.module_names("jason", 50) == a.module_names("jason", 50) == modules
     assert a.member_titles("jason", 500)
     targets = [("Jason.html#decode/2", "Jason.html#decode/2-"), ("readme.html", "readme.html#")]
     assert b.ids_by_ref("jason", targets) == a.ids_by_ref("jason", targets)

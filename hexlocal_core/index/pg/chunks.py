@@ -262,6 +262,14 @@ class PgChunkReads:
         found = self._ex.fetchall(statement, (package, module, _limit(limit)))
         return [str(r[0]) for r in found]
 
+    def module_names(self, package: str, limit: int) -> list[str]:
+        """The package's module names, sorted."""
+        statement = (
+            "SELECT module FROM chunks WHERE package = %s AND module IS NOT NULL"
+            ' GROUP BY module ORDER BY module COLLATE "C" LIMIT %s'
+        )
+        return [str(r[0]) for r in self._ex.fetchall(statement, (package, _limit(limit)))]
+
     def member_titles(self, package: str, limit: int) -> list[str]:
         """Titles of the package's members (functions, macros, callbacks, types), in
         document order."""
