@@ -94,14 +94,15 @@ async def read_plan(
         data = await registry.fetch_docs(name, version)
     except (RemoteError, NotFound) as exc:
         fallback = plan.fallback
-        if fallback is None and isinstance(exc, VersionNotFound):
-            raise await explain_missing_docs(registry, name, version, exc) from None
-        if fallback is None and type(exc) is RemoteError and name not in ELIXIR_APPS:
-            raise RemoteError(
-                f"{exc}. Without hex.pm, hexlocal reads the docs from the compiled dependency:"
-                f" compile the project (`mix compile`) so _build holds {name} {version}."
-            ) from None
         if fallback is None:
+            if isinstance(exc, VersionNotFound):
+                raise await explain_missing_docs(registry, name, version, exc) from None
+            if type(exc) is RemoteError and name not in ELIXIR_APPS:
+                raise RemoteError(
+                    f"{exc}. Without hex.pm, hexlocal reads the docs from the compiled"
+                    f" dependency: compile the project (`mix compile`) so _build holds"
+                    f" {name} {version}."
+                ) from None
             raise
         why = (
             "hex.pm could not be reached"

@@ -91,8 +91,10 @@ def similar_titles(
             return found
     if ident.module and not ident.function:
         own = reads.titles_in_module(package, ident.module, limit)
+        if own:
+            return own
         modules = reads.module_names(package, MANY_TITLES)
-        return own or difflib.get_close_matches(ident.module, modules, n=limit, cutoff=CLOSE)
+        return difflib.get_close_matches(ident.module, modules, n=limit, cutoff=CLOSE)
     titles = reads.titles_in_module(package, ident.module, MANY_TITLES) if ident.module else []
     if titles:
         return closest_titles(ident.function or "", titles, limit, ident.arity) or titles[:limit]
@@ -111,10 +113,6 @@ def closest_titles(
     other's prefix (`decod` -> `decode/2`), or difflib finds them close (`redce` ->
     `reduce/3`); the asked arity first among equals."""
 
-    def name(title: str) -> Identifier | None:
-        ident = parse_identifier(title)
-        return ident if ident and ident.function else None
-
     def score(other: str) -> float:
         short, long = sorted((function, other), key=len)
         if long.startswith(short) and len(short) >= PREFIX_SHARE * len(long):
@@ -127,9 +125,11 @@ def closest_titles(
 
     scored = []
     for n, title in enumerate(titles):
-        ident = name(title)
-        value = score(ident.function or "") if ident else 0.0
-        if ident and value >= CLOSE:
+        ident = parse_identifier(title)
+        if ident is None or ident.function is None:
+            continue
+        value = score(ident.function)
+        if value >= CLOSE:
             scored.append((-round(value, 3), arity is not None and ident.arity != arity, n, title))
     return [title for *_, title in sorted(scored)][:limit]
 
