@@ -52,6 +52,7 @@ class SourceKind(StrEnum):
     HEXDOCS = "hexdocs"
     BEAM = "beam"
     PROJECT = "project"
+    USAGE_RULES = "usage_rules"  # a dependency's usage-rules.md, for coding agents
 
 
 class VersionSource(StrEnum):
@@ -196,6 +197,9 @@ class Hit:
     rerank_score: float | None = None
     final_rank: int | None = None
     exact: bool = False
+    # The file the hit's source link points at in the project's deps/ (`deps/ecto/lib/
+    # ecto/repo.ex:312`), when the dependency there is the hit's version.
+    local_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

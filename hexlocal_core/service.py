@@ -51,6 +51,7 @@ from hexlocal_core.usecases import usage as usage_uc
 from hexlocal_core.usecases.diff import VersionDiff, VersionDiffer
 from hexlocal_core.usecases.docs import Docs
 from hexlocal_core.usecases.ingest import Indexing
+from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.project_search import ProjectSearch
 from hexlocal_core.usecases.sync import Syncer, SyncProgress, SyncReport
 
@@ -107,8 +108,9 @@ class Hexlocal:
             startup_notices=tuple(Notice("setting_ignored", w) for w in settings.warnings),
             answer_while_embedding=settings.answer_while_embedding,
         )
+        local = LocalSources(settings.project_root)
         self._docs = Docs(
-            self._indexing, self._engine, store, rerank_enabled=settings.rerank_enabled
+            self._indexing, self._engine, store, rerank_enabled=settings.rerank_enabled, local=local
         )
         self._differ = VersionDiffer(
             store,
@@ -124,7 +126,7 @@ class Hexlocal:
             include_elixir=settings.sync_elixir,
         )
         self._project_search = ProjectSearch(
-            self._syncer, self._engine, rerank_enabled=settings.rerank_enabled
+            self._syncer, self._engine, rerank_enabled=settings.rerank_enabled, local=local
         )
 
     # -- lifecycle ------------------------------------------------------------------------

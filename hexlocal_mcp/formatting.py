@@ -139,10 +139,15 @@ def _hit_lines(rank: int, hit: Mapping[str, Any], *, whose: bool = False) -> lis
         lines.append(_indent(excerpt(hit.get("content") or "")))
         return lines
     where = f"{hit['package']}@{hit['version']}" if whose else f"v{hit['version']}"
-    head = f"{rank}. {hit['title']} ({hit['doc_type']}, {where})"
+    kind = "usage rules" if hit.get("source") == "usage_rules" else hit["doc_type"]
+    head = f"{rank}. {hit['title']} ({kind}, {where})"
     if hit.get("deprecated"):
         head += f" - {deprecation(hit['deprecated'])}"
-    lines = [head, f"   ref: {hit['ref']}", f"   url: {hit['hexdocs_url']}"]
+    lines = [head, f"   ref: {hit['ref']}"]
+    if hit.get("hexdocs_url"):
+        lines.append(f"   url: {hit['hexdocs_url']}")
+    if hit.get("local_source"):
+        lines.append(f"   local: {hit['local_source']}")
     if hit.get("signature"):
         lines.append(f"   signature: {hit['signature']}")
     lines.append(_indent(excerpt(hit.get("content") or "")))

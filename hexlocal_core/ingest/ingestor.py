@@ -25,7 +25,7 @@ from hexlocal_core.ingest.pipeline import (
     index_items,
 )
 from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
-from hexlocal_core.ingest.sources import compiled_ebin, read_plan
+from hexlocal_core.ingest.sources import compiled_ebin, read_plan, with_usage_rules
 from hexlocal_core.model import (
     IndexedPackage,
     IngestProgress,
@@ -121,6 +121,8 @@ class Ingestor:
                 )
             plan = await self.plan(resolved)
             request = await self.read(plan, progress)
+            root = self._paths.project_root
+            request = await in_worker(lambda: with_usage_rules(request, resolved, root))
             return await self.index(request, progress, started=started, embed=embed)
         finally:
             await in_worker(claim.release)

@@ -11,10 +11,12 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from attrs import evolve
+
 from hexlocal_core.errors import IngestError, NotFound, RemoteError, VersionNotFound
 from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
 from hexlocal_core.ingest.planner import IngestPlan
-from hexlocal_core.model import Notice, Phase, SourceKind
+from hexlocal_core.model import Notice, Phase, ResolvedVersion, SourceKind
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.versions import ELIXIR_APPS, explain_missing_docs
 
@@ -61,6 +63,32 @@ def beam_request(
         notices=notices,
         skipped=dict(found.skipped),
     )
+
+
+def with_usage_rules(
+    request: IndexRequest, resolved: ResolvedVersion, project_root: Path
+) -> IndexRequest:
+    """`request` plus the usage rules the package ships in the project's deps/, when that
+    folder holds exactly this version (a Hex dependency's metadata says so; a git or path
+    dependency's folder is what the lock pins)."""
+    from hexlocal_core.ingest.deps_folder import dep_version, deps_dir, usage_rule_items
+
+    deps = deps_dir(project_root)
+    if deps is None:
+        return request
+    entry = resolved.lock_entry
+    dep = deps / (entry.name if entry is not None else request.package)
+    scm = entry is not None and entry.kind in ("git", "path")
+    if not dep.is_dir() or not (scm or dep_version(dep) == request.version):
+        return request
+    rules = usage_rule_items(dep, request.package, request.version)
+    if not rules:
+        return request
+    log.info(
+        "%s %s: %d usage-rules file(s) from %s", request.package, request.version, len(rules), dep
+    )
+    meta = {**(request.meta or {}), "usage_rules": [item.ref for item in rules]}
+    return evolve(request, items=(*request.items, *rules), meta=meta)
 
 
 def compiled_ebin(

@@ -31,7 +31,12 @@ from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
 from hexlocal_core.search.arms import keyword_arm, vector_arm
-from hexlocal_core.search.exact import Identifier, exact_chunk_ids, parse_identifier
+from hexlocal_core.search.exact import (
+    Identifier,
+    exact_chunk_ids,
+    parse_identifier,
+    usage_rules_lead,
+)
 from hexlocal_core.search.feedback import moved_query
 from hexlocal_core.search.fusion import (
     boilerplate_scale,
@@ -42,7 +47,7 @@ from hexlocal_core.search.fusion import (
 from hexlocal_core.search.learned_rank import Candidate, learned_order
 from hexlocal_core.search.query_adapter import adapted, error_adapter
 from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
-from hexlocal_core.search.query_shape import Shape, parse_error, shape_of
+from hexlocal_core.search.query_shape import Shape, asks_how_to_use, parse_error, shape_of
 from hexlocal_core.search.rerank_input import passage, unusable_scores
 from hexlocal_core.search.rows import Rows, hit_from_row
 from hexlocal_core.search.sanitizer import to_phrases
@@ -241,12 +246,15 @@ class SearchEngine:
         clock.lap("rerank", t)
 
         ident = parse_identifier(query) if exact else None
+        usage = asks_how_to_use(query)
 
         def answer() -> list[Hit]:
+            reads = self.store.session().chunks
             exact_ids: list[int] = []
             if ident is not None:
-                exact_ids = exact_chunk_ids(self.store.session().chunks, package, ident)
-            final = list(dict.fromkeys([*exact_ids, *ranked]))[:limit]
+                exact_ids = exact_chunk_ids(reads, package, ident)
+            rules = usage_rules_lead(reads, package, [*ranked, *fused]) if usage else []
+            final = list(dict.fromkeys([*exact_ids, *rules, *ranked]))[:limit]
             return self._hits(rows.get(final), fts_ids, vec_ids, pool, scores, set(exact_ids))
 
         hits = await asyncio.to_thread(answer)

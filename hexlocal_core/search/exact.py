@@ -10,6 +10,7 @@ from attrs import frozen
 
 from hexlocal_core.index.chunks import ItemQuery
 from hexlocal_core.index.seam import ChunkReads
+from hexlocal_core.ingest.deps_folder import USAGE_RULE_REFS
 
 _IDENT = re.compile(
     r"""^\s*
@@ -20,6 +21,21 @@ _IDENT = re.compile(
     \s*$""",
     re.VERBOSE,
 )
+# Erlang modules, in the three spellings agents paste: Elixir's `:ets.new/2`, Erlang's
+# `ets:new/2` and ExDoc's title `ets.new/2`; `c:` and `t:` as ExDoc writes them
+# (`c:gen_server:handle_call/3`, `t:ets:tid/0`). A bare module needs Elixir's colon
+# (`:ets`): a lone lower-case word is prose.
+_ERLANG = re.compile(
+    r"""^\s*
+    (?:(?P<kind>[ct]):)?
+    (?P<colon>:)?
+    (?P<module>[a-z][\w]*|'[^'\s]{1,100}')
+    (?:(?P<sep>[:.])(?P<fun>[a-z_][\w]*|'[^'\s]{1,100}'))?
+    (?:/(?P<arity>\d{1,3}))?
+    \s*$""",
+    re.VERBOSE,
+)
+_KINDS = {"c": "callback", "t": "type"}
 
 
 @frozen
@@ -28,10 +44,18 @@ class Identifier:
     function: str | None
     arity: int | None
     kind: str | None  # "callback" | "type" | None
+    erlang: bool = False  # an Erlang module (`ets`), in any of its spellings
 
     @property
     def is_module(self) -> bool:
         return self.function is None
+
+    def __str__(self) -> str:
+        """The identifier as ExDoc titles it: `Enum.map/2`, `ets.new/2`, `ets`."""
+        member = f"{self.function}/{self.arity}" if self.arity is not None else self.function
+        if self.module and member:
+            return f"{self.module}.{member}"
+        return self.module or member or ""
 
 
 def parse_identifier(query: str) -> Identifier | None:
@@ -41,7 +65,7 @@ def parse_identifier(query: str) -> Identifier | None:
         return None
     m = _IDENT.match(text)
     if not m:
-        return None
+        return _erlang_identifier(text)
     module, fun, arity, kind = m.group("module"), m.group("fun"), m.group("arity"), m.group("kind")
     if module is None and fun is None:
         return None
@@ -49,8 +73,31 @@ def parse_identifier(query: str) -> Identifier | None:
         return None  # a lone lower-case word is prose, not an identifier
     if module and fun is None and ("." in text.rstrip(".") and text.endswith(".")):
         return None
-    kinds = {"c": "callback", "t": "type"}
-    return Identifier(module, fun, int(arity) if arity else None, kinds.get(kind or ""))
+    return Identifier(module, fun, int(arity) if arity else None, _KINDS.get(kind or ""))
+
+
+def _erlang_identifier(text: str) -> Identifier | None:
+    m = _ERLANG.match(text)
+    if not m:
+        return None
+    module, fun, arity = m.group("module").strip("'"), m.group("fun"), m.group("arity")
+    colon, sep, kind = m.group("colon"), m.group("sep"), m.group("kind")
+    if fun is None:
+        if not colon or arity is not None or kind:
+            return None  # `:ets` names a module; `ets` alone is a word
+    elif sep == "." and not colon and arity is None:
+        return None  # `mix.exs`, `file.read`: a file name or prose, not a call
+    elif sep == ":" and colon:
+        return None  # `:ets:new` is neither language's spelling
+    name = fun.strip("'") if fun else None
+    elixir = module.startswith("Elixir.")  # `'Elixir.Enum':map/2`, as Erlang prints it
+    return Identifier(
+        module.removeprefix("Elixir.") if elixir else module,
+        name,
+        int(arity) if arity else None,
+        _KINDS.get(kind or ""),
+        erlang=not elixir,
+    )
 
 
 # What an identifier's kind means in stored doc types. A module's own docs are every chunk
@@ -76,6 +123,19 @@ def exact_chunk_ids(
 ) -> list[int]:
     """Chunk ids of the identified item (its own ref first, then its heading sub-items)."""
     return reads.exact_ids(package, item_query(ident), limit=limit)
+
+
+USAGE_RULES_LEAD = 2  # usage-rules chunks put first for a how-should-I-use question
+
+
+def usage_rules_lead(reads: ChunkReads, package: str, ranked: list[int]) -> list[int]:
+    """The package's usage-rules chunks to lead a how-should-I-use answer: those retrieval
+    ranked, in its order, else the rules' first chunk; none when the package has none."""
+    rules = reads.ids_by_ref(package, USAGE_RULE_REFS)
+    if not rules:
+        return []
+    found = [cid for cid in dict.fromkeys(ranked) if cid in rules]
+    return (found or [min(rules)])[:USAGE_RULES_LEAD]
 
 
 def similar_titles(

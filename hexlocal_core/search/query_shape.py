@@ -107,6 +107,23 @@ def _looks_like_identifier(text: str) -> bool:
     )
 
 
+# "How should I use X": the question a package's usage rules (written for coding agents)
+# answer better than any one function's doc.
+_USAGE = re.compile(
+    r"\bhow (?:should|do|can|would|to) (?:i |we |you )?(?:best |properly |correctly )?use\b"
+    r"|\busage[- ]rules?\b|\bbest[- ]practices?\b|\bidiomatic(?:ally)?\b"
+    r"|\brecommended (?:way|usage|approach|patterns?)\b|\bconventions?\b"
+    r"|\bcommon (?:mistakes|pitfalls)\b|\bpitfalls\b|\bdos and don.?ts\b"
+    r"|\b(?:should|must) (?:i|we) (?:avoid|not)\b|\bright way to use\b",
+    re.IGNORECASE,
+)
+
+
+def asks_how_to_use(query: str) -> bool:
+    """Whether a prose query asks how a package is meant to be used (its usage rules)."""
+    return shape_of(query) is Shape.PROSE and _USAGE.search(query) is not None
+
+
 def parse_error(query: str) -> ErrorQuery:
     """The parts of an error paste worth searching for (call it on ERROR-shaped queries)."""
     exceptions = tuple(dict.fromkeys(m.group("mod") for m in _EXCEPTION.finditer(query)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from attrs import evolve
+
 from hexlocal_core.bounds import check_limit, check_query
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.seam import DocsStore
@@ -11,16 +13,24 @@ from hexlocal_core.model import JobStatus, Notice, SearchResult
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import parse_identifier, similar_titles
 from hexlocal_core.usecases.ingest import Indexing, Prepared
+from hexlocal_core.usecases.local_sources import LocalSources
 
 
 class Docs:
     def __init__(
-        self, indexing: Indexing, engine: SearchEngine, store: DocsStore, *, rerank_enabled: bool
+        self,
+        indexing: Indexing,
+        engine: SearchEngine,
+        store: DocsStore,
+        *,
+        rerank_enabled: bool,
+        local: LocalSources,
     ) -> None:
         self._indexing = indexing
         self._engine = engine
         self._store = store
         self._rerank_enabled = rerank_enabled
+        self._local = local
 
     async def search(
         self,
@@ -46,7 +56,7 @@ class Docs:
         outcome = await self._engine.search(
             prepared.name, query, limit=limit, mode=mode, examples_only=examples_only
         )
-        return _result(prepared, query, outcome)
+        return _result(prepared, query, await self._located(outcome))
 
     async def get(
         self, package: str, identifier: str, version: str | None, *, progress: ProgressFn | None
@@ -75,7 +85,12 @@ class Docs:
                     f"{identifier} is not documented in {prepared.name} {prepared.version}.{hint}",
                 ),
             )
-        return _result(prepared, identifier, SearchOutcome(hits, notices, {}))
+        return _result(prepared, identifier, await self._located(SearchOutcome(hits, notices, {})))
+
+    async def _located(self, outcome: SearchOutcome) -> SearchOutcome:
+        """The outcome with each hit's local file in deps/, where the project has it."""
+        hits = await in_worker(lambda: self._local.annotate(outcome.hits))
+        return evolve(outcome, hits=hits)
 
 
 def _result(prepared: Prepared, query: str, outcome: SearchOutcome) -> SearchResult:

@@ -17,10 +17,12 @@ import attrs
 
 from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
 from hexlocal_core.errors import UserInputError
+from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.tuning import MODES
+from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.sync import Syncer
 from hexlocal_core.usecases.sync_plan import KEYWORD_ONLY
 from hexlocal_core.versions import ELIXIR_APPS, validate_package_name
@@ -42,10 +44,18 @@ class _Scope:
 
 
 class ProjectSearch:
-    def __init__(self, syncer: Syncer, engine: SearchEngine, *, rerank_enabled: bool) -> None:
+    def __init__(
+        self,
+        syncer: Syncer,
+        engine: SearchEngine,
+        *,
+        rerank_enabled: bool,
+        local: LocalSources,
+    ) -> None:
         self._syncer = syncer
         self._engine = engine
         self._rerank_enabled = rerank_enabled
+        self._local = local
 
     async def search(
         self, query: str, *, packages: Sequence[str] | None, limit: int, mode: str
@@ -77,7 +87,7 @@ class ProjectSearch:
         if embedding is not None:
             notices.append(embedding)
         outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
-        hits = outcome.hits
+        hits = await in_worker(lambda: self._local.annotate(outcome.hits))
         notices.extend(outcome.notices)
         if not scope.searchable and not missing and not scope.unknown:
             notices.append(_empty_scope_notice())
