@@ -215,12 +215,18 @@ def _search_project(
 
 
 @click.command()
-@click.argument("package")
-@click.argument("identifier")
+@click.argument("first")
+@click.argument("second", required=False)
 @click.option("--version", "version", help=VERSION_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def get(package: str, identifier: str, version: str | None, as_json: bool) -> None:
-    """Print the docs of one IDENTIFIER of PACKAGE: Module, Module.fun/2, c:cb/1, t:t/0."""
+def get(first: str, second: str | None, version: str | None, as_json: bool) -> None:
+    """Print the docs of one identifier: `get [PACKAGE] IDENTIFIER`.
+
+    IDENTIFIER is Module, Module.fun/2, c:cb/1, t:t/0, or an Erlang one (:ets.new/2,
+    ets:new/2). Without PACKAGE, the package its module belongs to is found (the project's
+    deps, its own apps, Elixir, OTP); PACKAGE `erlang` or `otp` means the OTP apps.
+    """
+    package, identifier = (first, second) if second is not None else (None, first)
 
     async def work(service: Hexlocal) -> SearchResult:
         return await service.get_docs(package, identifier, version)

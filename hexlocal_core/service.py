@@ -52,6 +52,7 @@ from hexlocal_core.usecases.diff import VersionDiff, VersionDiffer
 from hexlocal_core.usecases.docs import Docs
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.local_sources import LocalSources
+from hexlocal_core.usecases.locate import Locator
 from hexlocal_core.usecases.project_search import ProjectSearch
 from hexlocal_core.usecases.sync import Syncer, SyncProgress, SyncReport
 
@@ -109,8 +110,16 @@ class Hexlocal:
             answer_while_embedding=settings.answer_while_embedding,
         )
         local = LocalSources(settings.project_root)
+        locator = Locator(
+            store, project_root=settings.project_root, elixir_home=settings.elixir_home
+        )
         self._docs = Docs(
-            self._indexing, self._engine, store, rerank_enabled=settings.rerank_enabled, local=local
+            self._indexing,
+            self._engine,
+            store,
+            rerank_enabled=settings.rerank_enabled,
+            local=local,
+            locator=locator,
         )
         self._differ = VersionDiffer(
             store,
@@ -220,13 +229,14 @@ class Hexlocal:
 
     async def get_docs(
         self,
-        package: str,
+        package: str | None,
         identifier: str,
         version: str | None = None,
         *,
         progress: ProgressFn | None = None,
     ) -> SearchResult:
-        """The docs of exactly one identifier (`Mod`, `Mod.fun/2`, `c:cb/1`, `t:t/0`)."""
+        """The docs of exactly one identifier (`Mod`, `Mod.fun/2`, `c:cb/1`, `t:t/0`,
+        `:ets.new/2`); without a package, the one its module belongs to."""
         return await self._docs.get(package, identifier, version, progress=progress)
 
     async def ingest(

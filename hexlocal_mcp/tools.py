@@ -91,9 +91,21 @@ Identifier = Annotated[
         max_length=bounds.MAX_QUERY_CHARS,
         description=(
             "One exact identifier: 'Module', 'Module.function/arity', 'c:callback/arity' "
-            "or 't:type/arity', e.g. 'Ecto.Repo.insert/2', 'c:GenServer.init/1'. Use "
-            "search_docs for questions and partial names."
+            "or 't:type/arity', e.g. 'Ecto.Repo.insert/2', 'c:GenServer.init/1'; Erlang "
+            "ones as Elixir or Erlang write them: ':ets.new/2', 'ets:new/2', ':ets', "
+            "'c:gen_server:handle_call/3', 't:ets:tid/0'. Use search_docs for questions "
+            "and partial names."
         ),
+    ),
+]
+GetPackage = Annotated[
+    str | None,
+    Field(
+        description=(
+            "The package that documents it, as in mix.lock ('ecto'), Elixir's apps "
+            "('elixir', 'logger'), an OTP application ('stdlib', 'kernel', 'erts') or "
+            "'erlang' for any OTP app. Leave it out to have it found from the module."
+        )
     ),
 ]
 SearchPackage = Annotated[
@@ -449,13 +461,15 @@ async def search_docs(
 
 @tool_errors
 async def get_docs(
-    ctx: Context, package: Package, identifier: Identifier, version: Version = None
+    ctx: Context, identifier: Identifier, package: GetPackage = None, version: Version = None
 ) -> ToolResult:
-    """The full documentation of one exact module, function, callback or type.
+    """The full documentation of one exact module, function, callback or type, Elixir or
+    Erlang (`Ecto.Repo.insert/2`, `:ets.new/2`, `gen_server:call/3`).
 
-    Use it when you know the identifier; use search_docs when you only know the topic.
-    Read the `notices`: a `not_found` notice means the identifier is not documented in
-    that version (check the spelling and arity with search_docs).
+    Leave `package` out when you do not know it: the package is found from the module (the
+    project's dependencies, its own modules, Elixir, Erlang/OTP) and named in a notice.
+    Use search_docs when you only know the topic. Read the `notices`: a `not_found` notice
+    means the identifier is not documented in that version (check the spelling and arity).
     """
     service = await _service(ctx)
     async with reporting_progress(ctx, service) as on_progress:

@@ -42,7 +42,7 @@ CONTRACT: dict[str, tuple[list[str], list[str], bool, bool]] = {
         True,
         True,
     ),
-    "get_docs": (["package", "identifier", "version"], ["package", "identifier"], True, True),
+    "get_docs": (["identifier", "package", "version"], ["identifier"], True, True),
     "diff_versions": (
         ["package", "from_version", "to_version", "kind", "limit", "offset"],
         ["package"],

@@ -349,6 +349,16 @@ def module_names(conn: apsw.Connection, package: str, limit: int) -> list[str]:
     return [str(r[0]) for r in conn.execute(sql, (package, limit))]
 
 
+def packages_with_module(conn: apsw.Connection, module: str) -> list[str]:
+    """The indexed packages documenting `module`, by name: a lookup without a package.
+    One probe of the (package, module) index per package, not a scan of every chunk."""
+    sql = (
+        "SELECT name FROM packages p WHERE EXISTS"
+        " (SELECT 1 FROM chunks c WHERE c.package = p.name AND c.module = ?) ORDER BY name"
+    )
+    return [str(r[0]) for r in conn.execute(sql, (module,))]
+
+
 def member_titles(conn: apsw.Connection, package: str, limit: int) -> list[str]:
     """Titles of the package's members (functions, macros, callbacks, types), in document
     order: what a misspelt identifier with no known module is compared against."""

@@ -47,6 +47,7 @@ class SqliteChunkReads:
     titles_in_module = _bind(chunks.titles_in_module)
     member_titles = _bind(chunks.member_titles)
     module_names = _bind(chunks.module_names)
+    packages_with_module = _bind(chunks.packages_with_module)
     package_stats = _bind(chunks.package_stats)
     content_hashes = _bind(chunks.content_hashes)
     ids_by_ref = _bind(chunks.ids_by_ref)

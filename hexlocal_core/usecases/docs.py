@@ -5,15 +5,16 @@ from __future__ import annotations
 from attrs import evolve
 
 from hexlocal_core.bounds import check_limit, check_query
-from hexlocal_core.errors import UserInputError
+from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import JobStatus, Notice, SearchResult
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
-from hexlocal_core.search.exact import parse_identifier, similar_titles
+from hexlocal_core.search.exact import Identifier, parse_identifier, similar_titles
 from hexlocal_core.usecases.ingest import Indexing, Prepared
 from hexlocal_core.usecases.local_sources import LocalSources
+from hexlocal_core.usecases.locate import OTP_ALIASES, Locator
 
 
 class Docs:
@@ -25,12 +26,14 @@ class Docs:
         *,
         rerank_enabled: bool,
         local: LocalSources,
+        locator: Locator,
     ) -> None:
         self._indexing = indexing
         self._engine = engine
         self._store = store
         self._rerank_enabled = rerank_enabled
         self._local = local
+        self._locator = locator
 
     async def search(
         self,
@@ -59,33 +62,65 @@ class Docs:
         return _result(prepared, query, await self._located(outcome))
 
     async def get(
-        self, package: str, identifier: str, version: str | None, *, progress: ProgressFn | None
+        self,
+        package: str | None,
+        identifier: str,
+        version: str | None,
+        *,
+        progress: ProgressFn | None,
     ) -> SearchResult:
         identifier = check_query(identifier)
         ident = parse_identifier(identifier)
         if ident is None:
             raise UserInputError(
                 f"{identifier!r} is not an identifier; pass `Module`, `Module.fun/arity`, "
-                "`c:callback/1` or `t:type/0` (use search_docs for questions)"
+                "`c:callback/1`, `t:type/0` or an Erlang one (`:ets.new/2`, `ets:new/2`); "
+                "use search_docs for questions"
             )
+        package, found = await self._owner(package, ident, identifier)
         prepared = await self._indexing.prepare(
             package, version, refresh=False, progress=progress, searchable=True
         )
         if prepared.waiting is not None:
-            return waiting_result(prepared, prepared.waiting, identifier)
+            return waiting_result(
+                evolve(prepared, notices=found + prepared.notices), prepared.waiting, identifier
+            )
         hits = await self._engine.exact(prepared.name, ident)
-        notices: tuple[Notice, ...] = ()
+        notices: tuple[Notice, ...] = found
         if not hits:
             name, conn_of = prepared.name, self._store
             near = await in_worker(lambda: similar_titles(conn_of.session().chunks, name, ident))
             hint = f" Documented near it: {', '.join(near)}." if near else ""
-            notices = (
+            notices += (
                 Notice(
                     "not_found",
                     f"{identifier} is not documented in {prepared.name} {prepared.version}.{hint}",
                 ),
             )
         return _result(prepared, identifier, await self._located(SearchOutcome(hits, notices, {})))
+
+    async def _owner(
+        self, package: str | None, ident: Identifier, identifier: str
+    ) -> tuple[str, tuple[Notice, ...]]:
+        """The package to read: the one asked for, else the one its module belongs to
+        (`erlang` and `otp` mean the OTP application that holds it)."""
+        alias = package is not None and package.strip().lower() in OTP_ALIASES
+        if package is not None and package.strip() and not alias:
+            return package, ()
+        located = await in_worker(lambda: self._locator.locate(ident, only_otp=alias))
+        if located.owners:
+            owner = located.owners[0]
+            why = Notice(
+                "package_located",
+                f"{ident} is documented in {owner.package} ({owner.origin}).",
+            )
+            return owner.package, (why, *located.notices)
+        near = f" Modules spelt like it: {', '.join(located.near)}." if located.near else ""
+        where = "any OTP application" if alias else "the project's packages, Elixir or OTP"
+        raise NotFound(
+            f"no package found for {identifier}: its module is in none of {where}.{near} "
+            "Pass package= if you know it."
+        )
 
     async def _located(self, outcome: SearchOutcome) -> SearchOutcome:
         """The outcome with each hit's local file in deps/, where the project has it."""

@@ -114,6 +114,9 @@ def test_exact_lookups_are_the_same(stores: tuple[Store, PgStore]) -> None:
     assert a.member_titles("jason", 500)
     targets = [("Jason.html#decode/2", "Jason.html#decode/2-"), ("readme.html", "readme.html#")]
     assert b.ids_by_ref("jason", targets) == a.ids_by_ref("jason", targets)
+    for module in ("Jason", "Jason.Encoder", "Nope"):
+        assert b.packages_with_module(module) == a.packages_with_module(module)
+    assert a.packages_with_module("Jason") == ["jason"] and a.packages_with_module("Nope") == []
 
 
 @pytest.mark.parametrize("query", QUERIES)

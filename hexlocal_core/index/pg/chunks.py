@@ -270,6 +270,15 @@ class PgChunkReads:
         )
         return [str(r[0]) for r in self._ex.fetchall(statement, (package, _limit(limit)))]
 
+    def packages_with_module(self, module: str) -> list[str]:
+        """The indexed packages documenting `module`, by name."""
+        statement = (
+            "SELECT name FROM packages p WHERE EXISTS"
+            " (SELECT 1 FROM chunks c WHERE c.package = p.name AND c.module = %s)"
+            ' ORDER BY name COLLATE "C"'
+        )
+        return [str(r[0]) for r in self._ex.fetchall(statement, (module,))]
+
     def member_titles(self, package: str, limit: int) -> list[str]:
         """Titles of the package's members (functions, macros, callbacks, types), in
         document order."""
