@@ -65,6 +65,7 @@ class VersionSource(StrEnum):
     TOOL_VERSIONS = "pinned elixir"
     ELIXIR_ON_PATH = "elixir on PATH"
     INDEXED = "indexed"
+    PROJECT = "the project's own app"  # compiled in _build; the version names the beams
 
 
 @frozen

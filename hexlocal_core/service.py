@@ -314,6 +314,8 @@ class Hexlocal:
         return await project_docs_uc.search_project_docs(
             self._engine,
             self._store,
+            self._indexing,
+            self._settings.project_root,
             query,
             limit=limit,
             rerank_enabled=self._settings.rerank_enabled,

@@ -53,22 +53,27 @@ def project_answer(data: Mapping[str, Any]) -> dict[str, Any]:
     """A project-docs `SearchResult.to_dict()` as a user may see it: labelled "project
     docs", no version (the docs are the working tree's), and each hit located by its
     file path instead of an empty hexdocs URL."""
-    hits = [
-        {
-            **hit,
-            "package": PROJECT_LABEL,
-            "version": None,
-            "hexdocs_url": None,
-            "path": file_path(hit.get("source_url")) or hit.get("ref"),
-        }
-        for hit in data.get("results") or []
-    ]
+    hits = [_project_hit(hit) for hit in data.get("results") or []]
     return {
         **data,
         "package": PROJECT_LABEL,
         "version": None,
         "version_source": None,
         "results": hits,
+    }
+
+
+def _project_hit(hit: Mapping[str, Any]) -> dict[str, Any]:
+    """A markdown file is labelled "project docs"; a module of the project's own apps keeps
+    its app's name and is located by its source file and line."""
+    if hit.get("package") != PROJECT_PACKAGE:
+        return {**hit, "version": None, "hexdocs_url": None, "path": hit.get("local_source")}
+    return {
+        **hit,
+        "package": PROJECT_LABEL,
+        "version": None,
+        "hexdocs_url": None,
+        "path": file_path(hit.get("source_url")) or hit.get("ref"),
     }
 
 

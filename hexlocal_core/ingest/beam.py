@@ -33,12 +33,12 @@ from __future__ import annotations
 import logging
 import struct
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
@@ -76,6 +76,7 @@ class DocEntry:
     doc: str | None  # None for :none and :hidden
     hidden: bool
     metadata: Mapping[str, Any] = field(factory=dict)
+    line: int | None = None  # where the definition is documented, from its annotation
 
 
 @frozen
@@ -89,6 +90,8 @@ class BeamDocs:
     metadata: Mapping[str, Any]
     entries: tuple[DocEntry, ...]
     bad_entries: int = 0  # entries whose shape or text was unusable
+    source: str | None = None  # the compiled file's path, as the compiler saw it (CInf)
+    line: int | None = None  # the module doc's line
 
     @property
     def display_name(self) -> str:
@@ -117,14 +120,23 @@ def read_beam_docs(data: bytes) -> BeamDocs:
         term = etf.decode(docs)
     except IngestError as exc:
         raise BeamSkipped("bad_etf", f"{clip(module)}: Docs chunk is not valid ETF: {exc}") from exc
-    return _docs_v1(module, term)
+    return evolve(_docs_v1(module, term), source=_compiled_source(chunks.get("CInf")))
+
+
+# Rewrites one module's items, knowing the module they come from (where it was compiled).
+ModuleItemsFn = Callable[[BeamDocs, list[DocItem]], list[DocItem]]
 
 
 def items_from_beam_dir(
-    ebin: Path, *, package: str, version: str, max_file_bytes: int = MAX_BEAM_BYTES
+    ebin: Path,
+    *,
+    package: str,
+    version: str,
+    max_file_bytes: int = MAX_BEAM_BYTES,
+    each_module: ModuleItemsFn | None = None,
 ) -> BeamItems:
     """Items from every `*.beam` in `ebin`; files, modules and entries without usable docs
-    are skipped and counted, never raised."""
+    are skipped and counted, never raised. `each_module` rewrites a module's items."""
     items: list[DocItem] = []
     skipped: Counter[str] = Counter()
     modules = 0
@@ -138,6 +150,8 @@ def items_from_beam_dir(
             skipped[exc.reason] += 1
             continue
         found = module_items(docs, package=package, version=version, skipped=skipped)
+        if each_module is not None:
+            found = each_module(docs, found)
         modules += bool(found)
         items.extend(found)
     result = BeamItems(tuple(items), dict(skipped), modules)
@@ -383,7 +397,7 @@ def _docs_v1(module: str, term: Term) -> BeamDocs:
 def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
     if not (isinstance(term, tuple) and len(term) == 7 and term[0] == Atom("docs_v1")):
         raise _Shape("expected a 7-tuple tagged docs_v1")
-    _, _anno, language, doc_format, module_doc, metadata, entries = term
+    _, anno, language, doc_format, module_doc, metadata, entries = term
     fmt = _text(doc_format, "format")
     if fmt != MARKDOWN:
         message = f"{clip(module)}: docs are {clip(fmt, 60)}, not {MARKDOWN}"
@@ -408,13 +422,14 @@ def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
         metadata=_metadata(metadata),
         entries=tuple(parsed),
         bad_entries=bad,
+        line=_line(anno),
     )
 
 
 def _entry(term: Term) -> DocEntry:
     if not (isinstance(term, tuple) and len(term) == 5):
         raise _Shape("an entry is not a 5-tuple")
-    key, _anno, signatures, doc, metadata = term
+    key, anno, signatures, doc, metadata = term
     if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[2], int)):
         raise _Shape("an entry key is not {Kind, Name, Arity}")
     kind = _atom(key[0], "kind")
@@ -433,7 +448,49 @@ def _entry(term: Term) -> DocEntry:
         doc=text,
         hidden=hidden,
         metadata=_metadata(metadata),
+        line=_line(anno),
     )
+
+
+def _line(anno: Term) -> int | None:
+    """An erl_anno's line: `12`, `{12, 3}`, or a keyword list with `location`/`line`."""
+    if isinstance(anno, int) and 0 < anno < 10**7:
+        return anno
+    if isinstance(anno, tuple) and anno and isinstance(anno[0], int):
+        return _line(anno[0])
+    if isinstance(anno, list):
+        for pair in anno[:16]:
+            if isinstance(pair, tuple) and len(pair) == 2 and pair[0] in _LINE_KEYS:
+                return _line(pair[1])
+    return None
+
+
+_LINE_KEYS = (Atom("location"), Atom("line"))
+
+
+def _compiled_source(cinf: bytes | None) -> str | None:
+    """`{source, Path}` of the compile info chunk: where the module was compiled from."""
+    if cinf is None:
+        return None
+    try:
+        info = etf.decode(cinf)
+    except IngestError:
+        return None
+    if not isinstance(info, list):
+        return None
+    for pair in info[:64]:
+        if isinstance(pair, tuple) and len(pair) == 2 and pair[0] == Atom("source"):
+            return _charlist(pair[1])
+    return None
+
+
+def _charlist(value: Term) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list) and len(value) < 4096:
+        codes = [c for c in value if isinstance(c, int) and 0 <= c < 0x110000]
+        return "".join(map(chr, codes)) if len(codes) == len(value) else None
+    return None
 
 
 def _doc(term: Term) -> tuple[str | None, bool]:

@@ -32,6 +32,7 @@ from hexlocal_core.model import (
     IngestReport,
     Phase,
     ResolvedVersion,
+    VersionSource,
 )
 from hexlocal_core.ports import Embedder, HexRegistry, serves_index
 from hexlocal_core.versions import ELIXIR_APPS
@@ -71,6 +72,8 @@ class Ingestor:
     ) -> IngestPlan:
         """Gathers what the planner needs (a folder probe, hex.pm's docs URL) and plans."""
         name, version, p = resolved.name, resolved.version, self._paths
+        if resolved.source is VersionSource.PROJECT:  # its ebin is where it resolved
+            return plan_ingest(resolved, compiled=None, docs_html_url=None)
         compiled = await in_worker(
             lambda: compiled_ebin(name, version, p.project_root, p.elixir_home)
         )
@@ -84,7 +87,11 @@ class Ingestor:
                 phase(IngestProgress(plan.package, plan.version, p))
 
         return await read_plan(
-            self._registry, plan, max_bytes=self._paths.max_docs_bytes, phase=report
+            self._registry,
+            plan,
+            max_bytes=self._paths.max_docs_bytes,
+            phase=report,
+            root=self._paths.project_root,
         )
 
     async def run(

@@ -6,6 +6,7 @@ ingestor runs the plan. The rules:
 
 - a git or path dependency has no docs on hex.pm: its compiled BEAM files, or a clear
   error naming `mix compile`;
+- the project's own app: its compiled BEAM files, with source locations (`PROJECT`);
 - anything else: the HexDocs tarball, falling back to the compiled BEAM files (when they
   are at exactly the version) if the mirror is unreachable or has no tarball.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from attrs import frozen
 
 from hexlocal_core.errors import NotFound
-from hexlocal_core.model import ResolvedVersion, SourceKind
+from hexlocal_core.model import ResolvedVersion, SourceKind, VersionSource
 
 SCM_KINDS = ("git", "path")
 
@@ -26,7 +27,7 @@ SCM_KINDS = ("git", "path")
 class IngestPlan:
     package: str
     version: str
-    source: SourceKind  # HEXDOCS (the tarball) or BEAM (compiled files)
+    source: SourceKind  # HEXDOCS (the tarball), BEAM (compiled files), PROJECT (own app)
     ebin: Path | None  # BEAM: the folder read; HEXDOCS: the fallback, if any
     docs_html_url: str | None = None  # links of hexdocs items point here
 
@@ -36,7 +37,10 @@ class IngestPlan:
 
 
 def needs_compiled(resolved: ResolvedVersion) -> bool:
-    """True when only compiled files can hold the docs (git and path dependencies)."""
+    """True when only compiled files can hold the docs (git and path dependencies, and the
+    project's own apps)."""
+    if resolved.source is VersionSource.PROJECT:
+        return True
     entry = resolved.lock_entry
     return entry is not None and entry.kind in SCM_KINDS
 
@@ -49,6 +53,8 @@ def plan_ingest(
     Raises NotFound for a git/path dependency that is not compiled.
     """
     name, version = resolved.name, resolved.version
+    if resolved.source is VersionSource.PROJECT:
+        return IngestPlan(name, version, SourceKind.PROJECT, Path(resolved.detail))
     if needs_compiled(resolved):
         if compiled is None:
             kind = resolved.lock_entry.kind if resolved.lock_entry else "git"

@@ -91,6 +91,26 @@ def with_usage_rules(
     return evolve(request, items=(*request.items, *rules), meta=meta)
 
 
+def project_request(ebin: Path, name: str, version: str, root: Path) -> IndexRequest:
+    """The project's own app, from its compiled beams, located in the project's files."""
+    from hexlocal_core.ingest.project_code import project_code_items
+
+    found = project_code_items(ebin, package=name, version=version, root=root)
+    if not found.items:
+        raise IngestError(
+            f"{name} is compiled in {ebin} but documents nothing: add @moduledoc/@doc, or "
+            f"check that docs are not turned off (skipped: {dict(found.skipped)})"
+        )
+    return IndexRequest(
+        package=name,
+        version=version,
+        source=SourceKind.PROJECT.value,
+        items=found.items,
+        meta={"ebin": str(ebin)},
+        skipped=dict(found.skipped),
+    )
+
+
 def compiled_ebin(
     name: str, version: str, project_root: Path, elixir_home: Path | None
 ) -> Path | None:
@@ -108,10 +128,20 @@ def compiled_ebin(
 
 
 async def read_plan(
-    registry: HexRegistry, plan: IngestPlan, *, max_bytes: int, phase: PhaseFn
+    registry: HexRegistry,
+    plan: IngestPlan,
+    *,
+    max_bytes: int,
+    phase: PhaseFn,
+    root: Path | None = None,
 ) -> IndexRequest:
     """The plan's items: the tarball (or its fallback), or the compiled files."""
     name, version = plan.package, plan.version
+    if plan.source is SourceKind.PROJECT:
+        assert plan.ebin is not None and root is not None
+        phase(Phase.PARSING)
+        own, top = plan.ebin, root
+        return await in_worker(lambda: project_request(own, name, version, top))
     if plan.source is SourceKind.BEAM:
         assert plan.ebin is not None
         phase(Phase.PARSING)

@@ -19,6 +19,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
 from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
 from hexlocal_core.ingest.pipeline import in_worker, model_guard
+from hexlocal_core.ingest.project_code import own_app
 from hexlocal_core.model import (
     IndexedPackage,
     IngestProgress,
@@ -116,6 +117,9 @@ class Indexing:
 
     async def resolve(self, package: str, version: str | None) -> ResolvedVersion:
         name = validate_package_name(package)
+        own = await in_worker(lambda: own_app(self._project_root, name))
+        if own is not None:  # the project's own app: as compiled now, whatever was asked
+            return ResolvedVersion(name, own.version(), VersionSource.PROJECT, str(own.ebin))
         try:
             return await resolve_version(
                 name, version, project_root=self._project_root, registry=self._registry
@@ -305,6 +309,12 @@ class Indexing:
         return self._jobs.start(name, version, "auto", work, embeds=embed)
 
     def _replaced_notice(self, old: IndexedPackage, resolved: ResolvedVersion) -> Notice:
+        if resolved.source is VersionSource.PROJECT:
+            return Notice(
+                "project_reindexed",
+                f"{old.name} was compiled again since it was indexed: its docs were read "
+                f"anew ({old.version} -> {resolved.version}).",
+            )
         why = {
             VersionSource.MIX_LOCK: f"which {resolved.detail or 'mix.lock'} pins",
             VersionSource.EXPLICIT: "which was asked for explicitly",

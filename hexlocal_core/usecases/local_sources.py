@@ -31,16 +31,18 @@ class LocalSources:
         self._versions: dict[Path, tuple[int, str | None]] = {}
 
     def annotate(self, hits: Sequence[Hit]) -> tuple[Hit, ...]:
-        """`hits` with `local_source` set where the project's deps/ holds the file."""
-        if not hits:
-            return tuple(hits)
-        deps = deps_dir(self._root)
+        """`hits` with `local_source` set where the project's deps/ holds the file (and,
+        for the project's own modules, where they are defined)."""
+        hits = tuple(own_location(hit) for hit in hits)
+        deps = deps_dir(self._root) if hits else None
         if deps is None:
-            return tuple(hits)
+            return hits
         folders = self._folders(deps)
         return tuple(self._annotated(hit, deps, folders) for hit in hits)
 
     def _annotated(self, hit: Hit, deps: Path, folders: dict[str, str]) -> Hit:
+        if hit.local_source is not None:
+            return hit
         app = folders.get(hit.package, hit.package)
         dep = deps / app
         if not dep.is_dir() or not self._holds(dep, hit):
@@ -82,3 +84,13 @@ class LocalSources:
         except (LockTooLarge, MalformedLock, OSError):  # reported by the lock's own readers
             return {}
         return {e.package: key for key, e in entries.items() if e.package and e.package != key}
+
+
+def own_location(hit: Hit) -> Hit:
+    """A module of the project's own app is located by its source file, relative to the
+    project (`lib/my_app/greeter.ex:12`); its `source_url` holds just that."""
+    if hit.source != SourceKind.PROJECT.value or not hit.source_url:
+        return hit
+    if "://" in hit.source_url:  # the project's markdown keeps a file:// URI
+        return hit
+    return evolve(hit, local_source=hit.source_url)

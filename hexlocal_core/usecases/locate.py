@@ -27,6 +27,7 @@ from attrs import frozen
 
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.beam_sources import find_elixir_lib
+from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice
 from hexlocal_core.search.exact import Identifier
 from hexlocal_core.versions import (
@@ -122,13 +123,11 @@ class Locator:
         project_root: Path,
         elixir_home: Path | None,
         otp: OtpTable | None = None,
-        own_apps: Callable[[], ModuleTable] | None = None,
     ) -> None:
         self._store = store
         self._root = project_root
         self._elixir_home = elixir_home
         self._otp = otp
-        self._own_apps = own_apps
         self._read: dict[Path, tuple[int, frozenset[str]]] = {}
 
     def locate(self, ident: Identifier, *, only_otp: bool = False) -> Located:
@@ -154,7 +153,7 @@ class Locator:
         otp = self._otp() if self._otp is not None else {}
         if only_otp:
             return [(Origin.OTP, otp)]
-        own = self._own_apps() if self._own_apps is not None else {}
+        own = {a.app: self._modules(a.ebin / f"{a.app}.app") for a in own_apps(self._root)}
         return [
             (Origin.LOCK, self._lock_table()),
             (Origin.PROJECT, own),

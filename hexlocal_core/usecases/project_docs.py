@@ -1,6 +1,7 @@
 """The project's own docs (README, docs/, guides/): indexed as their own source and
-searched like a package. Incremental by content hash: the pipeline embeds only chunk text
-it has never seen, so editing one file re-embeds only that file's changed chunks."""
+searched like a package, together with its own modules' docs (`ingest/project_code.py`).
+Incremental by content hash: the pipeline embeds only chunk text it has never seen, so
+editing one file re-embeds only that file's changed chunks."""
 
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE, PROJECT_VERSION, scan_markdown
 from hexlocal_core.ingest.pipeline import IndexRequest, in_worker, index_items
 from hexlocal_core.ingest.pipeline import model_guard as guard
+from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice, SearchResult, SourceKind
 from hexlocal_core.ports import Embedder
+from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.usecases.chunk_diff import compare
+from hexlocal_core.usecases.ingest import Indexing
+from hexlocal_core.usecases.local_sources import own_location
 
 
 @frozen
@@ -84,25 +89,44 @@ async def index_project_docs(
 
 
 async def search_project_docs(
-    engine: SearchEngine, store: DocsStore, query: str, *, limit: int, rerank_enabled: bool
+    engine: SearchEngine,
+    store: DocsStore,
+    indexing: Indexing,
+    project_root: Path,
+    query: str,
+    *,
+    limit: int,
+    rerank_enabled: bool,
 ) -> SearchResult:
+    """The project's markdown (when `index-docs` indexed it) and its own modules' docs
+    (compiled in `_build`, indexed again whenever the beams change), searched together."""
     query = check_query(query)
     limit = check_limit(limit)
-    if store.package(PROJECT_PACKAGE) is None:
+    notices: list[Notice] = []
+    names = [PROJECT_PACKAGE] if store.package(PROJECT_PACKAGE) is not None else []
+    for app in await in_worker(lambda: own_apps(project_root)):
+        prepared = await indexing.prepare(
+            app.app, None, refresh=False, progress=None, searchable=True
+        )
+        notices.extend(n for n in prepared.notices if n.code != "setting_ignored")
+        if prepared.waiting is None:
+            names.append(app.app)
+    if not names:
         notice = Notice(
             "project_docs_not_indexed",
-            "The project's docs are not indexed yet; run `hexlocal index-docs` (README.md, docs/ "
-            "and guides/ under PROJECT_ROOT by default).",
+            "Nothing of the project is indexed yet: compile it (`mix compile`) so its modules' "
+            "docs are read from _build, and run `hexlocal index-docs` for README.md, docs/ "
+            "and guides/ under PROJECT_ROOT.",
         )
         return SearchResult(package=PROJECT_PACKAGE, version=None, query=query, notices=(notice,))
     mode = "rerank" if rerank_enabled else "rrf"
-    outcome = await engine.search(PROJECT_PACKAGE, query, limit=limit, mode=mode, exact=False)
+    outcome = await search_many(engine, names, query, limit=limit, mode=mode, exact=True)
     return SearchResult(
         package=PROJECT_PACKAGE,
         version=PROJECT_VERSION,
         query=query,
-        hits=outcome.hits,
-        notices=outcome.notices,
+        hits=tuple(own_location(hit) for hit in outcome.hits),
+        notices=(*notices, *outcome.notices),
         version_source="project",
         timings_ms=outcome.timings_ms,
     )

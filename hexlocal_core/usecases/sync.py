@@ -30,9 +30,11 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.ingest.jobs import alive
 from hexlocal_core.ingest.pipeline import in_worker
+from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import IngestProgress, JobStatus, Notice, PackageState, SyncState
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.sync_plan import (
+    PROJECT_KIND,
     SyncTarget,
     elixir_targets,
     lock_targets,
@@ -196,6 +198,8 @@ class Syncer:
         if self._include_elixir:
             version, why = await self._elixir_version(fresh=fresh)
             targets.extend(elixir_targets(version, why))
+        own = await in_worker(lambda: own_apps(root))
+        targets.extend(SyncTarget(a.app, a.version(), PROJECT_KIND) for a in own)
         return _Gathered(tuple(targets), tuple(notices))
 
     async def _lock_targets(self, lock_path: Path, notices: list[Notice]) -> list[SyncTarget]:

@@ -35,6 +35,8 @@ class SyncTarget:
     skip: str | None = None
 
 
+PROJECT_KIND = "project"  # the project's own app, compiled in _build
+
 BuildProbe = Callable[[str], str | None]  # app name -> its version compiled in _build
 
 
