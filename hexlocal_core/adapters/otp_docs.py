@@ -181,8 +181,7 @@ class OtpDocsClient(NoLifecycle):
             raise VersionNotFound(
                 f"OTP {vsn}: releases before OTP {FIRST_EXDOC_MAJOR} publish no ExDoc doc "
                 "tarball; read the docs of a local install instead (Debian: apt-get install "
-                "erlang-doc; kerl: KERL_BUILD_DOCS=yes; asdf/mise: KERL_BUILD_DOCS=yes at "
-                "install time)"
+                "erlang-doc; kerl, asdf or mise: KERL_BUILD_DOCS=yes when installing OTP)"
             )
         kept = self._recent.get(vsn)
         if kept is not None:
