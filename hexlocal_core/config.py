@@ -33,6 +33,8 @@ DEFAULT_AI_API_URL = "https://api.mistral.ai/v1"
 DEFAULT_HEX_API_URL = "https://hex.pm/api"
 DEFAULT_HEX_MIRROR = "https://repo.hex.pm"
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
+# Where Erlang/OTP releases publish their doc tarballs: {base}/OTP-{vsn}/otp_doc_html_{vsn}.tar.gz
+DEFAULT_OTP_DOCS_MIRROR = "https://github.com/erlang/otp/releases/download"
 
 
 @frozen(repr=False)
@@ -198,6 +200,7 @@ class Settings:
     ai_rerank_model: str = DEFAULT_RERANK_MODEL
     hex_api_url: str = field(default=DEFAULT_HEX_API_URL, repr=redact_url)
     hex_mirror: str = field(default=DEFAULT_HEX_MIRROR, repr=redact_url)
+    otp_docs_mirror: str = field(default=DEFAULT_OTP_DOCS_MIRROR, repr=redact_url)
     github_token: Secret = field(factory=lambda: Secret(""))
     github_api_url: str = field(default=DEFAULT_GITHUB_API_URL, repr=redact_url)
     embed_model_dir: Path | None = None  # a local folder with the embedder's files
@@ -290,6 +293,7 @@ class Settings:
             ai_rerank_model=r.string("AI_RERANK_MODEL", DEFAULT_RERANK_MODEL),
             hex_api_url=r.url("HEX_API_URL", DEFAULT_HEX_API_URL),
             hex_mirror=r.url("HEX_MIRROR", DEFAULT_HEX_MIRROR),
+            otp_docs_mirror=r.url("OTP_DOCS_MIRROR", DEFAULT_OTP_DOCS_MIRROR),
             github_token=Secret(r.raw("GITHUB_TOKEN") or ""),
             github_api_url=r.url("GITHUB_API_URL", DEFAULT_GITHUB_API_URL),
             embed_model_dir=_opt_path(r.raw("HEXLOCAL_EMBED_MODEL_DIR")),
@@ -373,6 +377,7 @@ _ENV_NAMES = (
     "AI_RERANK_MODEL",
     "HEX_API_URL",
     "HEX_MIRROR",
+    "OTP_DOCS_MIRROR",
     "GITHUB_TOKEN",
     "GITHUB_API_URL",
     "MCP_LOG_FILE",

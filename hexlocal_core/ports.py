@@ -118,6 +118,16 @@ class HexRegistry(Resource, Protocol):
 
 
 @runtime_checkable
+class OtpDocsSource(Resource, Protocol):
+    """The doc tarballs Erlang/OTP releases publish (ExDoc output of every application)."""
+
+    async def fetch_release_docs(self, release: str) -> bytes:
+        """The tarball of OTP `release` ("27.3.4.1" or "OTP-27.3.4.1"), in memory,
+        size-capped. Raises UserInputError, VersionNotFound, RemoteError."""
+        ...
+
+
+@runtime_checkable
 class IssueTracker(Resource, Protocol):
     """Live issue/PR search (GitHub). Nothing is stored."""
 

@@ -36,6 +36,7 @@ from hexlocal_core.ports import (
     Embedder,
     HexRegistry,
     IssueTracker,
+    OtpDocsSource,
     Reranker,
     Resource,
 )
@@ -83,6 +84,7 @@ class Hexlocal:
         registry: HexRegistry,
         issues: IssueTracker | None,
         usage: UsageRecords,
+        otp_docs: OtpDocsSource | None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -92,6 +94,7 @@ class Hexlocal:
         self._registry = registry
         self._issues = issues
         self._usage = usage
+        self._otp_docs = otp_docs
         self._engine = SearchEngine(store, embedder, reranker)
         # Texts handed to the embedder per call; progress and cancellation move between
         # calls, and the adapter batches each call its own way (see docs/decisions.md).
@@ -167,6 +170,7 @@ class Hexlocal:
         # aiohttp session owns its connector): closing it releases them all.
         adapters: tuple[Resource | None, ...] = (
             self._registry,
+            self._otp_docs,
             self._issues,
             self._chat,
             self._embedder,
@@ -451,6 +455,7 @@ def build(
     chat: ChatModel | None = None,
     registry: HexRegistry | None = None,
     issues: IssueTracker | None = None,
+    otp_docs: OtpDocsSource | None = None,
     load_models: bool = True,
     model_progress: DownloadProgress | None = None,
 ) -> Hexlocal:
@@ -479,6 +484,10 @@ def build(
         from hexlocal_core.adapters.hex import HexClient
 
         registry = HexClient(settings)
+    if otp_docs is None:
+        from hexlocal_core.adapters.otp_docs import OtpDocsClient
+
+        otp_docs = OtpDocsClient(settings)
     if issues is None:
         from hexlocal_core.adapters.github import GitHubIssues
 
@@ -492,6 +501,7 @@ def build(
         registry=registry,
         issues=issues,
         usage=usage,
+        otp_docs=otp_docs,
     )
 
 

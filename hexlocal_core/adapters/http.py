@@ -6,7 +6,8 @@
     HttpClient          one lazy aiohttp session per adapter, `aclose()` idempotent, and
                         `request()`: the attempts, the waits, the logging, the give-up
     Retry               what an adapter raises for "this attempt failed, another may not"
-    Failure             a transport failure (timeout, connection, cut short) to put in words
+    Failure             a transport failure (timeout, connection, cut short, redirect loop)
+                        to put in words
 
 An adapter supplies only what is its own: `handle(response)` turns an answer into its value
 or raises its error (wrapped in `Retry` when its policy retries that status), and
@@ -142,7 +143,7 @@ class Retry(Exception):
         self.after_s = after_s
 
 
-FailureKind = Literal["timeout", "connect", "cut_short", "other"]
+FailureKind = Literal["timeout", "connect", "cut_short", "redirects", "other"]
 
 
 @frozen
@@ -221,8 +222,10 @@ class HttpClient:
         secrets: Sequence[str] = (),
         trust_env: bool = False,
         auto_decompress: bool = True,
+        max_redirects: int = 10,
     ) -> None:
         self.timeout_s = timeout_s
+        self.max_redirects = max_redirects  # redirects followed per attempt (aiohttp's default)
         self._headers = dict(headers or {})  # defaults for every request: never credentials
         self._secrets = tuple(s for s in secrets if s)
         self._trust_env = trust_env  # proxies from the environment, like Mix's HTTP_PROXY
@@ -336,11 +339,19 @@ class HttpClient:
         kind: FailureKind
         try:
             async with session.request(
-                method, url, headers=headers, params=params, json=json, timeout=timeout
+                method,
+                url,
+                headers=headers,
+                params=params,
+                json=json,
+                timeout=timeout,
+                max_redirects=self.max_redirects,
             ) as response:
                 return await handle(response)
         except TimeoutError:
             kind, detail = "timeout", "timed out"
+        except aiohttp.TooManyRedirects:
+            kind, detail = "redirects", f"redirected {self.max_redirects} times"
         except aiohttp.ClientPayloadError as exc:
             kind, detail = "cut_short", str(exc) or type(exc).__name__
         except aiohttp.ClientConnectionError as exc:

@@ -95,11 +95,14 @@ def parse_hexdocs(
     package: str,
     version: str,
     docs_html_url: str | None = None,
+    base_url: str | None = None,
 ) -> ParsedDocs:
     """Parse the files of a HexDocs tarball (see `read_docs_tarball`) into items.
 
     `docs_html_url` is hex.pm's `docs_html_url` for the package (e.g.
     `https://jason.hexdocs.pm/`); without it links use `https://hexdocs.pm/{package}/`.
+    `base_url`, for docs published elsewhere than hexdocs (OTP's, on erlang.org), is the
+    pages' URL prefix as it is: each item's link is `base_url` + its ref.
     Raises `IngestError` when the tarball has no ExDoc index at all.
     """
     index = load_search_index(files)
@@ -123,7 +126,7 @@ def parse_hexdocs(
         version=version,
         generation=generation,
         proglang=proglang,
-        base_url=hexdocs_base_url(package, version, docs_html_url),
+        base_url=base_url or hexdocs_base_url(package, version, docs_html_url),
         deprecated_refs=frozenset(sidebar_deprecations(sidebar) if sidebar else ()),
     )
     items: list[DocItem] = []
