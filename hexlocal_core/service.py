@@ -36,6 +36,7 @@ from hexlocal_core.ports import (
     Embedder,
     HexRegistry,
     IssueTracker,
+    ReleaseRequirements,
     Reranker,
     Resource,
 )
@@ -53,6 +54,7 @@ from hexlocal_core.usecases.docs import Docs
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.project_search import ProjectSearch
 from hexlocal_core.usecases.sync import Syncer, SyncProgress, SyncReport
+from hexlocal_core.usecases.upgrade_impact import UpgradeImpact, UpgradeReport
 
 if TYPE_CHECKING:
     from hexlocal_core.evaluation import EvalOptions, EvalQuery, EvalReport
@@ -113,6 +115,12 @@ class Hexlocal:
         self._differ = VersionDiffer(
             store,
             registry,
+            project_root=settings.project_root,
+            max_docs_bytes=settings.max_docs_bytes,
+        )
+        self._upgrade = UpgradeImpact(
+            registry,
+            registry if isinstance(registry, ReleaseRequirements) else None,
             project_root=settings.project_root,
             max_docs_bytes=settings.max_docs_bytes,
         )
@@ -260,6 +268,18 @@ class Hexlocal:
         return await self._differ.diff(
             package, from_version, to_version, kind=kind, limit=limit, offset=offset
         )
+
+    async def upgrade_impact(
+        self, package: str, to_version: str | None = None, *, from_version: str | None = None
+    ) -> UpgradeReport:
+        """What changes for the project's own code when `package` moves from the version
+        the project runs (mix.lock; for Elixir's apps, the Elixir it runs) to `to_version`
+        (default: hex.pm's latest stable; a requirement like `~> 3.14` is accepted): each
+        used entry that is removed, deprecated, changed in signature or docs, with every
+        call site; the changelog lines between; requirement changes for other locked
+        packages. Read from compiled beams (and the source for macros); nothing is
+        indexed. A repeated call on an unchanged project answers from a cache."""
+        return await self._upgrade.impact(package, to_version, from_version=from_version)
 
     def ingestion_status(self, package: str | None = None) -> list[JobStatus]:
         """This process's jobs (all, or the package's), else what the index holds for it."""

@@ -62,7 +62,8 @@ def _verdict(report: Mapping[str, Any]) -> list[str]:
     return [
         *_wrap(head, "", "  "),
         *_wrap(
-            f"(from {report['from_source']}, to {report['to_source']}; the whole diff: "
+            f"({report['from']}: {report['from_source']}; {report['to']}: "
+            f"{report['to_source']}; the whole diff: "
             f"{counts or 'no change'}; call sites read: {sites['beams']} compiled, "
             f"{sites['source']} from source)",
             "",
