@@ -121,9 +121,9 @@ def display(module: str) -> str:
 def read_beam_calls(data: bytes) -> ModuleCalls:
     """The remote calls of one `.beam` file.
 
-    :raises BeamSkipped: not_beam, truncated, no_atoms, no_imports.
+    :raises BeamSkipped: not_beam, truncated, no_atoms, no_imports, bad_gzip.
     """
-    chunks = _chunks(data)
+    chunks = _chunks(gunzipped(data))
     atoms = read_atoms(chunks.get("AtU8"), chunks.get("Atom"))
     imports = _mfa_table(chunks.get("ImpT"), atoms, "ImpT")
     if imports is None:
@@ -170,6 +170,21 @@ def calls_from_ebins(ebins: Sequence[Path], *, max_file_bytes: int = MAX_BEAM_BY
                 stopped[found.stopped] = stopped.get(found.stopped, 0) + 1
             modules.append(found)
     return BeamCalls(tuple(modules), skipped, stopped, files)
+
+
+def gunzipped(data: bytes, limit: int = MAX_BEAM_BYTES) -> bytes:
+    """The beam itself: `beam_lib:strip` (and so stripped releases) writes beams gzipped,
+    which the loader accepts; inflated to at most `limit` bytes."""
+    if data[:2] != b"\x1f\x8b":
+        return data
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise BeamSkipped("bad_gzip", f"a gzipped beam that does not inflate: {exc}") from exc
+    if len(out) > limit or not inflater.eof:
+        raise BeamSkipped("bad_gzip", f"a gzipped beam larger than {limit} bytes or cut short")
+    return out
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -376,24 +391,28 @@ class _Reader:
         tag = first & 0x07
         return tag, self.value(first)
 
-    def skip_operand(self) -> tuple[int, int]:
-        """One operand, whatever it holds; extended ones read their parts."""
+    def skip_operand(self, nested: bool = False) -> tuple[int, int]:
+        """One operand, whatever it holds; extended ones read their parts. A list holds
+        no list and a typed register wraps a plain `x` or `y`, which is all a compiler
+        writes, so a hostile chain of extended tags stops instead of recursing."""
         tag, value = self.operand()
         if tag != TAG_Z:
             return tag, value
-        if value in (Z_LIST, Z_ALLOC_LIST):
+        if value in (Z_FLOAT_REG, Z_LITERAL):
+            return 0x100 | value, self.compact_length()
+        if value == Z_TYPED_REG:
+            register = self.operand()
+            if register[0] not in (TAG_X, TAG_Y):
+                raise _Stop("bad_operand")
+            self.compact_length()
+            return register
+        if value in (Z_LIST, Z_ALLOC_LIST) and not nested:
             count = self.compact_length()
             if count > MAX_LIST_ARGS or count > len(self.data) - self.pos:
                 raise _Stop("bad_operand")
             for _ in range(count * (2 if value == Z_ALLOC_LIST else 1)):
-                self.skip_operand()
+                self.skip_operand(nested=True)
             return TAG_Z, value
-        if value in (Z_FLOAT_REG, Z_LITERAL):
-            return 0x100 | value, self.compact_length()
-        if value == Z_TYPED_REG:
-            register = self.skip_operand()
-            self.compact_length()
-            return register
         raise _Stop("bad_operand")
 
 
