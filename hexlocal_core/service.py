@@ -36,7 +36,6 @@ from hexlocal_core.ports import (
     Embedder,
     HexRegistry,
     IssueTracker,
-    ReleaseRequirements,
     Reranker,
     Resource,
 )
@@ -118,12 +117,7 @@ class Hexlocal:
             project_root=settings.project_root,
             max_docs_bytes=settings.max_docs_bytes,
         )
-        self._upgrade = UpgradeImpact(
-            registry,
-            registry if isinstance(registry, ReleaseRequirements) else None,
-            project_root=settings.project_root,
-            max_docs_bytes=settings.max_docs_bytes,
-        )
+        self._upgrade = UpgradeImpact(registry, settings.project_root, settings.max_docs_bytes)
         self._memory = MemoryService(MemoryPorts(settings, store, embedder, chat))
         self._syncer = Syncer(
             store,
@@ -272,13 +266,8 @@ class Hexlocal:
     async def upgrade_impact(
         self, package: str, to_version: str | None = None, *, from_version: str | None = None
     ) -> UpgradeReport:
-        """What changes for the project's own code when `package` moves from the version
-        the project runs (mix.lock; for Elixir's apps, the Elixir it runs) to `to_version`
-        (default: hex.pm's latest stable; a requirement like `~> 3.14` is accepted): each
-        used entry that is removed, deprecated, changed in signature or docs, with every
-        call site; the changelog lines between; requirement changes for other locked
-        packages. Read from compiled beams (and the source for macros); nothing is
-        indexed. A repeated call on an unchanged project answers from a cache."""
+        """What changes for the project's own code when `package` moves from what it runs
+        to `to_version` (default: latest stable): see `usecases/upgrade_impact.py`."""
         return await self._upgrade.impact(package, to_version, from_version=from_version)
 
     def ingestion_status(self, package: str | None = None) -> list[JobStatus]:

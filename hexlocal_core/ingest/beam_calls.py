@@ -13,11 +13,10 @@ Read from the BEAM file's own tables, not from debug info (which `debug_info: fa
     LitT         the literal table (zlib), read only for external funs `fun M:F/A`
     Attr         the module attributes (ETF): `behaviour` (either spelling)
 
-Code is decoded with the compact term encoding (the low 3 bits of a byte are the tag);
-the opcode table is the BEAM format 0 one (`genop.tab`, OTP 25 through 29). An opcode
-outside it stops the walk for that module: the calls seen so far keep their lines, the
-imports not reached are still reported without one, and the reason is counted
-(`unknown_opcode`). Nothing here raises for bad bytes except `BeamSkipped`.
+Code is decoded with the compact term encoding (the low 3 bits of a byte are the tag).
+An opcode outside `OPCODE_ARITY` stops the walk for that module: the calls seen keep
+their lines, the imports not reached are reported without one, and the reason is
+counted. Bad bytes raise nothing but `BeamSkipped`.
 """
 
 from __future__ import annotations

@@ -144,16 +144,10 @@ def read_version_docs(items: list[DocItem]) -> VersionDocs:
 
 
 class UpgradeImpact:
-    def __init__(
-        self,
-        registry: HexRegistry,
-        releases: ReleaseRequirements | None,
-        *,
-        project_root: Path,
-        max_docs_bytes: int,
-    ) -> None:
+    def __init__(self, registry: HexRegistry, project_root: Path, max_docs_bytes: int) -> None:
         self._registry = registry
-        self._releases = releases
+        # hex.pm's release data, when the registry serves it (a mirror or a fake may not)
+        self._releases = registry if isinstance(registry, ReleaseRequirements) else None
         self._project_root = project_root
         self._max_bytes = max_docs_bytes
         self._docs: OrderedDict[tuple[str, str], VersionDocs] = OrderedDict()
