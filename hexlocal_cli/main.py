@@ -22,11 +22,13 @@ from hexlocal_cli import (
     models_cmds,
     project_docs_cmd,
     sync_cmd,
+    upgrade_cmd,
 )
 
 COMMANDS: tuple[click.Command, ...] = (
     *docs_cmds.COMMANDS,
     diff_cmd.diff_command,
+    upgrade_cmd.upgrade_impact_command,
     *memory_cmds.COMMANDS,
     *misc_cmds.COMMANDS,
     doctor_cmd.doctor,

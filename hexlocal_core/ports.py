@@ -128,6 +128,15 @@ class OtpDocsSource(Resource, Protocol):
 
 
 @runtime_checkable
+class ReleaseRequirements(Protocol):
+    """hex.pm's data on one release: what it requires of other packages."""
+
+    async def release_requirements(self, name: str, version: str) -> Mapping[str, str]:
+        """Dependency name -> requirement (`"~> 3.0"`). Raises VersionNotFound, RemoteError."""
+        ...
+
+
+@runtime_checkable
 class IssueTracker(Resource, Protocol):
     """Live issue/PR search (GitHub). Nothing is stored."""
 

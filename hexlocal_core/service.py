@@ -56,6 +56,7 @@ from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.locate import Locator
 from hexlocal_core.usecases.project_search import ProjectSearch
 from hexlocal_core.usecases.sync import Syncer, SyncProgress, SyncReport
+from hexlocal_core.usecases.upgrade_impact import UpgradeImpact, UpgradeReport
 
 if TYPE_CHECKING:
     from hexlocal_core.evaluation import EvalOptions, EvalQuery, EvalReport
@@ -130,6 +131,7 @@ class Hexlocal:
             project_root=settings.project_root,
             max_docs_bytes=settings.max_docs_bytes,
         )
+        self._upgrade = UpgradeImpact(registry, settings.project_root, settings.max_docs_bytes)
         self._memory = MemoryService(MemoryPorts(settings, store, embedder, chat))
         self._syncer = Syncer(
             store,
@@ -276,6 +278,13 @@ class Hexlocal:
         return await self._differ.diff(
             package, from_version, to_version, kind=kind, limit=limit, offset=offset
         )
+
+    async def upgrade_impact(
+        self, package: str, to_version: str | None = None, *, from_version: str | None = None
+    ) -> UpgradeReport:
+        """What changes for the project's own code when `package` moves from what it runs
+        to `to_version` (default: latest stable): see `usecases/upgrade_impact.py`."""
+        return await self._upgrade.impact(package, to_version, from_version=from_version)
 
     def ingestion_status(self, package: str | None = None) -> list[JobStatus]:
         """This process's jobs (all, or the package's), else what the index holds for it."""

@@ -28,6 +28,7 @@ from pydantic import Field
 from hexlocal_core import bounds
 from hexlocal_core.errors import HexlocalError, UserInputError
 from hexlocal_core.model import IngestProgress
+from hexlocal_core.usecases.upgrade_text import render as render_upgrade
 from hexlocal_mcp import formatting
 
 if TYPE_CHECKING:
@@ -507,6 +508,66 @@ async def diff_versions(
     return _answer(data, formatting.version_diff(data))
 
 
+UpgradePackage = Annotated[
+    str,
+    Field(
+        max_length=bounds.MAX_PACKAGE_CHARS,
+        description=(
+            "The dependency to move, as in mix.lock, e.g. 'ecto'; or one of Elixir's own "
+            "apps ('elixir', 'ex_unit', ...), which needs to_version."
+        ),
+    ),
+]
+UpgradeTo = Annotated[
+    str | None,
+    Field(
+        max_length=bounds.MAX_PACKAGE_CHARS,
+        description=(
+            "The version to move to: exact ('3.14.2') or a requirement ('~> 3.14'). Leave "
+            "it out for hex.pm's latest stable release."
+        ),
+    ),
+]
+UpgradeFrom = Annotated[
+    str | None,
+    Field(
+        max_length=bounds.MAX_PACKAGE_CHARS,
+        description=(
+            "Only for a package the project does not lock: the version to compare from. "
+            "Leave it out otherwise (mix.lock's pin is used)."
+        ),
+    ),
+]
+
+
+@tool_errors
+async def upgrade_impact(
+    ctx: Context,
+    package: UpgradePackage,
+    to_version: UpgradeTo = None,
+    from_version: UpgradeFrom = None,
+) -> ToolResult:
+    """What breaks or changes in THIS project's code if it upgrades one dependency: call
+    it before bumping a version in mix.exs or running `mix deps.update`.
+
+    Joins the diff of the two versions' docs with the project's own calls (read from its
+    compiled beams in _build, and from lib/ sources for macros like Ecto.Query's DSL).
+    `affected` lists only entries the project uses, most serious first: removed (the
+    call will fail), deprecated (with the replacement to use), signature_changed (both
+    signatures), docs_changed (the changed sentences), each with every call site (file,
+    line, calling function; `via` says when a call reaches a behaviour callback through
+    the project's own module, or was found in source). `not_affected` explains what looks
+    removed but still works (a default argument). Then `changelog` lines between the
+    versions and `requirements` other locked packages must meet (update them together).
+    Read the `notices`: e.g. nothing compiled (source scan only: run `mix compile`).
+    Nothing is indexed; repeating the call is instant.
+    """
+    service = await _service(ctx)
+    report = await service.upgrade_impact(package, to_version, from_version=from_version)
+    data = report.to_dict()
+    return _answer(data, render_upgrade(data))
+
+
 @tool_errors
 async def search_project_docs(ctx: Context, query: Query, limit: SearchLimit = 5) -> ToolResult:
     """Search the project's OWN docs (README, docs/, guides/), not a dependency's.
@@ -698,6 +759,32 @@ TOOLS: tuple[ToolSpec, ...] = (
             changes="object",
             paging="object",
             notices="array",
+        ),
+        open_world=True,
+    ),
+    ToolSpec(
+        fn=upgrade_impact,
+        title="What an upgrade changes for this project's code",
+        output_schema=_schema(
+            (
+                "package",
+                "from",
+                "to",
+                "affected",
+                "not_affected",
+                "changelog",
+                "requirements",
+                "notices",
+            ),
+            **{"from": "string", "to": "string"},
+            package="string",
+            affected="array",
+            not_affected="array",
+            changelog="array",
+            requirements="array",
+            notices="array",
+            diff="object",
+            call_sites="object",
         ),
         open_world=True,
     ),

@@ -539,16 +539,25 @@ end
 '''
 
 
+def elixirc(
+    root: Path, sources: list[str], out: Path, *, code_paths: tuple[Path, ...] = ()
+) -> None:
+    """The real elixirc compiling `sources` (relative to `root`, where it runs, so the
+    beams record those paths) into `out`; the test is skipped when Elixir is absent."""
+    compiler = shutil.which("elixirc")
+    if compiler is None:
+        pytest.skip("elixirc is not on PATH")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [arg for path in code_paths for arg in ("-pa", str(path))]
+    args = [compiler, *paths, "-o", str(out), *sources]
+    subprocess.run(args, cwd=root, check=True, capture_output=True, timeout=120)
+
+
 def compile_sample(root: Path) -> None:
     """SAMPLE_EX compiled by the real elixirc into root's _build, as the app sample 0.3.0."""
-    elixirc = shutil.which("elixirc")
-    if elixirc is None:
-        pytest.skip("elixirc is not on PATH")
     (root / "sample.ex").write_text(SAMPLE_EX)
     ebin = root / "_build/dev/lib/sample/ebin"
-    ebin.mkdir(parents=True)
-    args = [elixirc, "-o", str(ebin), "sample.ex"]
-    subprocess.run(args, cwd=root, check=True, capture_output=True, timeout=120)
+    elixirc(root, ["sample.ex"], ebin)
     (ebin / "sample.app").write_text('{application,sample,[{vsn,"0.3.0"},{modules,[]}]}.\n')
 
 

@@ -49,6 +49,7 @@ CONTRACT: dict[str, tuple[list[str], list[str], bool, bool]] = {
         True,
         True,
     ),
+    "upgrade_impact": (["package", "to_version", "from_version"], ["package"], True, True),
     "ingestion_status": (["package"], [], True, False),
     "search_project_docs": (["query", "limit"], ["query"], True, False),
     "list_indexed_packages": ([], [], True, False),

@@ -2,6 +2,7 @@
 
     GET {HEX_API_URL}/packages/{name}             -> HexPackageInfo (JSON, cached briefly)
     GET {HEX_MIRROR}/docs/{name}-{version}.tar.gz -> bytes          (in memory, size-capped)
+    GET {HEX_API_URL}/packages/{name}/releases/{version} -> its requirements (ReleaseRequirements)
 
 This module says only what is Hex's own: 404 (and a mirror's 403) -> PackageNotFound /
 VersionNotFound; 429 -> RateLimited, waited for when Retry-After is short; 5xx, timeouts,
@@ -44,7 +45,7 @@ from hexlocal_core.redact import clip, redact_url, url_secrets
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["DEFAULT_RETRY", "HexClient", "parse_package_info"]
+__all__ = ["DEFAULT_RETRY", "HexClient", "parse_package_info", "parse_requirements"]
 
 USER_AGENT = "hexlocal/0.1 (+aiohttp)"
 # 0.5 s, then 1 s: transient Hex hiccups clear within seconds; a Retry-After past 20 s fails
@@ -170,6 +171,26 @@ class HexClient(NoLifecycle):
 
         request = _Request(url, subject, self.max_docs_bytes, False, not_found)
         return await self._get(request)
+
+    async def release_requirements(self, name: str, version: str) -> dict[str, str]:
+        path = f"/packages/{quote(name, safe='')}/releases/{quote(version, safe='')}"
+        url = join_url(self.api_url, path)
+        subject = f"{clip(name)} {clip(version, 100)}"
+
+        def not_found(status: int) -> Exception:
+            return VersionNotFound(
+                f"{subject}: hex.pm has no release data (GET {request.shown} returned {status})"
+            )
+
+        request = _Request(url, subject, MAX_API_BYTES, True, not_found)
+        body = await self._get(request)
+        try:
+            data = json.loads(body)
+        except ValueError as exc:
+            raise RemoteError(
+                f"{subject}: GET {request.shown} returned malformed JSON ({clip(str(exc))})"
+            ) from None
+        return parse_requirements(data)
 
     # ----------------------------------------------------------------------- HTTP
 
@@ -334,6 +355,23 @@ def parse_package_info(name: str, data: Any, url: str) -> HexPackageInfo:
         docs_html_url=_opt_link(data.get("docs_html_url")),
         links=links,
     )
+
+
+def parse_requirements(data: Any) -> dict[str, str]:
+    """`{"requirements": {"decimal": {"requirement": "~> 2.0", ...}}}` -> {"decimal": "~> 2.0"};
+    entries of another shape, or names and requirements no real package has, are dropped."""
+    raw = data.get("requirements") if isinstance(data, dict) else None
+    out: dict[str, str] = {}
+    for dep, spec in list(raw.items())[: _MAX_LINKS * 10] if isinstance(raw, dict) else []:
+        requirement = spec.get("requirement") if isinstance(spec, dict) else None
+        if (
+            isinstance(dep, str)
+            and _SERVER_NAME.match(dep)
+            and isinstance(requirement, str)
+            and 0 < len(requirement) <= 256
+        ):
+            out[dep] = requirement
+    return out
 
 
 def _is_version(value: Any) -> bool:

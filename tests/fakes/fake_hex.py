@@ -2,6 +2,7 @@
 
     GET /api/packages/{name}                 corpus/hexapi/{name}.json
     GET /repo/docs/{name}-{version}.tar.gz   corpus/hexdocs/{name}-{version}.tar.gz
+    GET /api/packages/{name}/releases/{v}    what `add_release` gave (the corpus has none)
 
 Anything else answers 404 with Hex's JSON error body. Every request is recorded, and
 faults can be injected per path pattern (fnmatch): delays, status codes (with
@@ -94,6 +95,7 @@ class FakeHex(AsyncServerContext):
     faults: list[Fault] = field(factory=list)
     packages: dict[str, bytes] = field(factory=dict)  # extra API bodies by name
     tarballs: dict[str, bytes] = field(factory=dict)  # extra docs by file name
+    releases: dict[tuple[str, str], bytes] = field(factory=dict)  # release data by (name, vsn)
     _runner: web.AppRunner | None = None
 
     @property
@@ -111,6 +113,7 @@ class FakeHex(AsyncServerContext):
     async def start(self) -> FakeHex:
         app = web.Application(middlewares=[self._middleware])
         app.router.add_get("/api/packages/{name}", self._package)
+        app.router.add_get("/api/packages/{name}/releases/{version}", self._release)
         app.router.add_get("/repo/docs/{file}", self._docs)
         # handler_cancellation: a client that gave up (timeout tests) cancels the slow
         # handler, so shutdown does not wait for it.
@@ -158,10 +161,20 @@ class FakeHex(AsyncServerContext):
         self.requests.clear()
         self.packages.clear()
         self.tarballs.clear()
+        self.releases.clear()
 
     def add_package(self, name: str, data: Mapping[str, Any]) -> None:
         """Serves `data` as the API answer for `name` (on top of the corpus)."""
         self.packages[name] = json.dumps(data).encode()
+
+    def add_release(self, name: str, version: str, requirements: Mapping[str, str]) -> None:
+        """Serves a release's data as hex.pm shapes it: each requirement with its app."""
+        reqs = {
+            dep: {"app": dep, "optional": False, "requirement": req}
+            for dep, req in requirements.items()
+        }
+        body = {"version": version, "has_docs": True, "requirements": reqs}
+        self.releases[(name, version)] = json.dumps(body).encode()
 
     def add_docs(self, name: str, version: str, body: bytes) -> None:
         self.tarballs[f"{name}-{version}.tar.gz"] = body
@@ -216,6 +229,13 @@ class FakeHex(AsyncServerContext):
         path = self.corpus / "hexapi" / f"{name}.json"
         if body is None and _NAME.match(name) and path.is_file():
             body = path.read_bytes()
+        if body is None:
+            return web.json_response(_NOT_FOUND, status=404)
+        return web.Response(body=body, content_type="application/json", charset="utf-8")
+
+    async def _release(self, request: web.Request) -> web.StreamResponse:
+        key = (request.match_info["name"], request.match_info["version"])
+        body = self.releases.get(key)
         if body is None:
             return web.json_response(_NOT_FOUND, status=404)
         return web.Response(body=body, content_type="application/json", charset="utf-8")
