@@ -7,6 +7,8 @@
                         `request()`: the attempts, the waits, the logging, the give-up
     Retry               what an adapter raises for "this attempt failed, another may not"
     Failure             a transport failure (timeout, connection, cut short) to put in words
+    HostWatch           which hosts a client could not reach: a request to one fails at once
+                        (kind "down") until a check in the background gets an answer
 
 An adapter supplies only what is its own: `handle(response)` turns an answer into its value
 or raises its error (wrapped in `Retry` when its policy retries that status), and
@@ -14,6 +16,12 @@ or raises its error (wrapped in `Retry` when its policy retries that status), an
 try). Every URL this module shows is redacted, and transport errors are never chained:
 aiohttp's exceptions carry the request's URL and headers. aiohttp is imported when a session
 is first needed, so importing an adapter stays cheap.
+
+A client given a HostWatch remembers a host as down when a request to it gives up without
+any answer (every attempt refused, unresolvable or timed out before a response); an answer,
+whatever its status (a 404, a 429, a 503), proves the host reachable. While it is down,
+requests to it fail at once, and the first one past each `recheck_s` starts one HEAD of its
+URL in the background: any answer makes the host reachable again for the next request.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 from attrs import field, frozen, validators
 
 from hexlocal_core.errors import HexlocalError
+from hexlocal_core.model import Reachability
 from hexlocal_core.redact import clip, redact_url, redact_urls, scrub
 
 if TYPE_CHECKING:
@@ -39,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_RETRY_STATUSES",
     "Failure",
+    "HostWatch",
     "HttpClient",
     "Retry",
     "RetryPolicy",
@@ -142,7 +152,8 @@ class Retry(Exception):
         self.after_s = after_s
 
 
-FailureKind = Literal["timeout", "connect", "cut_short", "other"]
+# "down": not tried, the host is known to be unreachable (`detail` says since when and why).
+FailureKind = Literal["timeout", "connect", "cut_short", "other", "down"]
 
 
 @frozen
@@ -153,6 +164,98 @@ class Failure:
     url: str  # redacted, for messages
     detail: str
     elapsed_s: float
+    # No connection could be made (refused, unresolvable, no route) or nothing answered
+    # within the timeout: the host, not this request, is the trouble. A connection the
+    # server dropped, or a body that stalled after its headers, is an answer of sorts.
+    unreachable: bool = False
+
+
+@frozen
+class _Down:
+    failure: Failure  # the last failure that found the host unreachable
+    since: str  # ISO UTC, for messages
+    check_at: float  # the watch's clock: when a background check is next due
+
+
+class HostWatch:
+    """Which hosts one client found unreachable, by scheme, host and port.
+
+    `clock` (monotonic seconds) decides when a check is due; tests step it instead of
+    sleeping. Nothing here does I/O: the HttpClient runs the checks.
+    """
+
+    def __init__(
+        self, *, recheck_s: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.recheck_s = recheck_s
+        self._clock = clock
+        self._down: dict[str, _Down] = {}
+
+    def down(self, url: str) -> _Down | None:
+        return self._down.get(host_key(url))
+
+    def due(self, url: str) -> bool:
+        """Whether the host is down and the time for a check of it has come."""
+        down = self.down(url)
+        return down is not None and self._clock() >= down.check_at
+
+    def mark_down(self, url: str, failure: Failure) -> None:
+        key = host_key(url)
+        was = self._down.get(key)
+        if was is None:
+            log.warning(
+                "%s is unreachable (%s); not asked again until a check every %gs gets an answer",
+                _base(failure.url),
+                failure.detail,
+                self.recheck_s,
+            )
+        since = was.since if was is not None else _utc_now()
+        self._down[key] = _Down(failure, since, self._clock() + self.recheck_s)
+
+    def mark_up(self, url: str) -> None:
+        if self._down.pop(host_key(url), None) is not None:
+            log.info("%s answers again", _base(redact_url(url)))
+
+    def reachability(self, url: str, setting: str) -> Reachability:
+        """What is known of `url`'s host, for a use case or a notice."""
+        shown = clip(redact_url(url), 500)
+        down = self.down(url)
+        if down is None:
+            return Reachability(setting, shown)
+        return Reachability(
+            setting,
+            shown,
+            reachable=False,
+            since=down.since,
+            reason=down.failure.detail,
+            recheck_s=self.recheck_s,
+        )
+
+
+def host_key(url: str) -> str:
+    """scheme://host:port of `url`, without credentials: what reachability is kept by."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def _base(url: str) -> str:
+    """A redacted URL cut to scheme://host[:port], for log lines."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TooLarge(Exception):
@@ -221,8 +324,11 @@ class HttpClient:
         secrets: Sequence[str] = (),
         trust_env: bool = False,
         auto_decompress: bool = True,
+        watch: HostWatch | None = None,
     ) -> None:
         self.timeout_s = timeout_s
+        self.watch = watch  # None: every request tries, whatever the last one met
+        self._checks: dict[str, asyncio.Task[None]] = {}  # host -> its background check
         self._headers = dict(headers or {})  # defaults for every request: never credentials
         self._secrets = tuple(s for s in secrets if s)
         self._trust_env = trust_env  # proxies from the environment, like Mix's HTTP_PROXY
@@ -241,9 +347,10 @@ class HttpClient:
         loop = asyncio.get_running_loop()
         if self._session is not None and self._loop is not loop:
             # A session cannot outlive its loop (a CLI runs one loop per command): let the
-            # old one go without touching its dead loop.
+            # old one go without touching its dead loop, and the checks that ran on it.
             self._session.detach()
             self._session = None
+            self._checks.clear()
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
@@ -257,12 +364,18 @@ class HttpClient:
         """Closes the session; safe to call twice, or before any request. A later request
         opens a new one."""
         session, self._session = self._session, None
-        if session is None or session.closed:
-            return
         try:
             same_loop = asyncio.get_running_loop() is self._loop
         except RuntimeError:
             same_loop = False
+        checks = [t for t in self._checks.values() if not t.done()]
+        self._checks.clear()
+        if same_loop and checks:
+            for task in checks:
+                task.cancel()
+            await asyncio.gather(*checks, return_exceptions=True)
+        if session is None or session.closed:
+            return
         if same_loop:
             await session.close()
         else:
@@ -288,12 +401,25 @@ class HttpClient:
         """Runs attempts until `handle` returns, a final error, or the policy gives up.
 
         `streaming`: no total deadline (a large tarball is slow but steady), only connect and
-        read timeouts. The last error raised after several attempts says how many.
+        read timeouts. The last error raised after several attempts says how many. A host
+        the watch knows to be down is not tried: `on_failure` gets a Failure of kind "down".
         """
+        known_down = self._known_down(url)
+        if known_down is not None:
+            error = on_failure(known_down)
+            raise (error.error if isinstance(error, Retry) else error) from None
         for attempt in range(1, policy.attempts + 1):
             try:
                 return await self._attempt(
-                    method, url, handle, on_failure, headers, params, json, streaming
+                    method,
+                    url,
+                    handle,
+                    on_failure,
+                    headers,
+                    params,
+                    json,
+                    streaming,
+                    last=attempt == policy.attempts,
                 )
             except Retry as retry:
                 wait = policy.wait_s(attempt, retry.after_s)
@@ -319,6 +445,8 @@ class HttpClient:
         params: Mapping[str, str] | None,
         json: Any,
         streaming: bool,
+        *,
+        last: bool,
     ) -> T:
         import aiohttp
 
@@ -333,18 +461,24 @@ class HttpClient:
             sock_read=self.timeout_s,
         )
         started = time.monotonic()
+        answered = unreachable = False
         kind: FailureKind
         try:
             async with session.request(
                 method, url, headers=headers, params=params, json=json, timeout=timeout
             ) as response:
+                answered = True
+                if self.watch is not None:
+                    self.watch.mark_up(url)
                 return await handle(response)
         except TimeoutError:
-            kind, detail = "timeout", "timed out"
+            kind, detail = "timeout", f"timed out after {self.timeout_s:g}s"
+            unreachable = not answered
         except aiohttp.ClientPayloadError as exc:
             kind, detail = "cut_short", str(exc) or type(exc).__name__
         except aiohttp.ClientConnectionError as exc:
             kind, detail = "connect", str(exc) or type(exc).__name__
+            unreachable = isinstance(exc, aiohttp.ClientConnectorError)
         except aiohttp.ClientError as exc:  # an invalid URL, too many redirects
             kind, detail = "other", f"{type(exc).__name__}: {exc}"
         failure = Failure(
@@ -352,8 +486,73 @@ class HttpClient:
             clip(redact_url(url), 500),
             clip(self.scrub(detail), 500),
             time.monotonic() - started,
+            unreachable,
         )
-        raise on_failure(failure) from None
+        error = on_failure(failure)
+        if (
+            self.watch is not None
+            and failure.unreachable
+            and (last or not isinstance(error, Retry))
+        ):
+            self.watch.mark_down(url, failure)  # the request gives up: no attempt got an answer
+        raise error from None
+
+    def _known_down(self, url: str) -> Failure | None:
+        """The Failure to answer with at once when the watch knows `url`'s host is down;
+        the first such request past the recheck time starts a check in the background."""
+        if self.watch is None:
+            return None
+        down = self.watch.down(url)
+        if down is None:
+            return None
+        if self.watch.due(url):
+            self._start_check(url)
+        detail = (
+            f"unreachable since {down.since} ({down.failure.detail}); not tried again until "
+            f"a check in the background, every {self.watch.recheck_s:g}s, gets an answer"
+        )
+        return Failure("down", clip(redact_url(url), 500), detail, 0.0, unreachable=True)
+
+    def _start_check(self, url: str) -> None:
+        key = host_key(url)
+        running = self._checks.get(key)
+        if running is not None and not running.done():
+            return
+        self._checks[key] = asyncio.get_running_loop().create_task(self._check(url))
+
+    async def _check(self, url: str) -> None:
+        """One HEAD of `url`: any answer, whatever its status, makes its host reachable;
+        so does a connection it accepts and drops (the next request says what it meant)."""
+        import aiohttp
+
+        assert self.watch is not None  # only started by a watching client
+        started = time.monotonic()
+        kind: FailureKind
+        try:
+            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+            async with self.session().head(url, timeout=timeout, allow_redirects=False):
+                pass
+        except TimeoutError:
+            kind, detail = "timeout", f"timed out after {self.timeout_s:g}s"
+        except aiohttp.ClientConnectorError as exc:
+            kind, detail = "connect", str(exc) or type(exc).__name__
+        except aiohttp.ClientError:
+            self.watch.mark_up(url)
+            return
+        except Exception as exc:  # a task's error would go unseen: it is the next check's
+            kind, detail = "other", f"{type(exc).__name__}: {exc}"
+        else:
+            self.watch.mark_up(url)
+            return
+        shown = clip(redact_url(url), 500)
+        failure = Failure(kind, shown, clip(self.scrub(detail), 500), time.monotonic() - started)
+        self.watch.mark_down(url, failure)  # the next check is one interval from now
+
+    async def checks_done(self) -> None:
+        """Waits for the background checks under way (tests, and a clean shutdown)."""
+        running = [t for t in self._checks.values() if not t.done()]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
 
 
 def _gave_up(error: Exception, attempts: int) -> Exception:
