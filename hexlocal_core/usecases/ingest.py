@@ -327,7 +327,7 @@ def _offline_notice(name: str, version: str, error: RemoteError, registry: HexRe
             why = api.describe()
     return Notice(
         "registry_unreachable",
-        f"answering from the indexed {name} {version}, not hex.pm's newest release: {why}.",
+        f"answering from the indexed {name} {version} without hex.pm's newest release: {why}.",
     )
 
 
