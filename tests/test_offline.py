@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hexlocal_core.adapters.hex import RECHECK_S, HexClient
-from hexlocal_core.adapters.http import host_key
+from hexlocal_core.adapters.reachability import host_key
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError
 from hexlocal_core.model import SearchResult

@@ -9,10 +9,10 @@ dropped connections and truncated bodies are retried with backoff, then RemoteEr
 message names the package and the URL tried, with any credentials in HEX_API_URL or
 HEX_MIRROR masked (`redact_url`).
 
-A host that could not be reached at all (`adapters.http.HostWatch`) is not asked again until
-a check in the background, every RECHECK_S, gets an answer from it: meanwhile its calls
-raise RemoteError at once, so an offline laptop answers from its index without waiting.
-`reachable()` says what is known of HEX_API_URL and HEX_MIRROR.
+A host that could not be reached at all (`adapters.reachability.HostWatch`) is not asked
+again until a check in the background, every RECHECK_S, gets an answer from it: meanwhile
+its calls raise RemoteError at once, so an offline laptop answers from its index without
+waiting. `reachable()` says what is known of HEX_API_URL and HEX_MIRROR.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from attrs import frozen
 
 from hexlocal_core.adapters.http import (
     Failure,
-    HostWatch,
     HttpClient,
     Retry,
     RetryPolicy,
@@ -41,6 +40,7 @@ from hexlocal_core.adapters.http import (
     read_capped,
     reset_at,
 )
+from hexlocal_core.adapters.reachability import HostWatch
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError, VersionNotFound
 from hexlocal_core.model import HexPackageInfo, HexRelease, Reachability

@@ -7,8 +7,6 @@
                         `request()`: the attempts, the waits, the logging, the give-up
     Retry               what an adapter raises for "this attempt failed, another may not"
     Failure             a transport failure (timeout, connection, cut short) to put in words
-    HostWatch           which hosts a client could not reach: a request to one fails at once
-                        (kind "down") until a check in the background gets an answer
 
 An adapter supplies only what is its own: `handle(response)` turns an answer into its value
 or raises its error (wrapped in `Retry` when its policy retries that status), and
@@ -17,11 +15,12 @@ try). Every URL this module shows is redacted, and transport errors are never ch
 aiohttp's exceptions carry the request's URL and headers. aiohttp is imported when a session
 is first needed, so importing an adapter stays cheap.
 
-A client given a HostWatch remembers a host as down when a request to it gives up without
-any answer (every attempt refused, unresolvable or timed out before a response); an answer,
-whatever its status (a 404, a 429, a 503), proves the host reachable. While it is down,
-requests to it fail at once, and the first one past each `recheck_s` starts one HEAD of its
-URL in the background: any answer makes the host reachable again for the next request.
+A client given a HostWatch (`adapters/reachability.py`) remembers a host as down when a
+request to it gives up without any answer (every attempt refused, unresolvable or timed out
+before a response); an answer, whatever its status (a 404, a 429, a 503), proves the host
+reachable. While it is down, requests to it fail at once (a Failure of kind "down"), and
+the first one past each `recheck_s` starts one HEAD of its URL in the background: any
+answer makes the host reachable again for the next request.
 """
 
 from __future__ import annotations
@@ -38,8 +37,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from attrs import field, frozen, validators
 
+from hexlocal_core.adapters.reachability import HostWatch, host_key
 from hexlocal_core.errors import HexlocalError
-from hexlocal_core.model import Reachability
 from hexlocal_core.redact import clip, redact_url, redact_urls, scrub
 
 if TYPE_CHECKING:
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_RETRY_STATUSES",
     "Failure",
-    "HostWatch",
     "HttpClient",
     "Retry",
     "RetryPolicy",
@@ -168,94 +166,6 @@ class Failure:
     # within the timeout: the host, not this request, is the trouble. A connection the
     # server dropped, or a body that stalled after its headers, is an answer of sorts.
     unreachable: bool = False
-
-
-@frozen
-class _Down:
-    failure: Failure  # the last failure that found the host unreachable
-    since: str  # ISO UTC, for messages
-    check_at: float  # the watch's clock: when a background check is next due
-
-
-class HostWatch:
-    """Which hosts one client found unreachable, by scheme, host and port.
-
-    `clock` (monotonic seconds) decides when a check is due; tests step it instead of
-    sleeping. Nothing here does I/O: the HttpClient runs the checks.
-    """
-
-    def __init__(
-        self, *, recheck_s: float = 30.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.recheck_s = recheck_s
-        self._clock = clock
-        self._down: dict[str, _Down] = {}
-
-    def down(self, url: str) -> _Down | None:
-        return self._down.get(host_key(url))
-
-    def due(self, url: str) -> bool:
-        """Whether the host is down and the time for a check of it has come."""
-        down = self.down(url)
-        return down is not None and self._clock() >= down.check_at
-
-    def mark_down(self, url: str, failure: Failure) -> None:
-        key = host_key(url)
-        was = self._down.get(key)
-        if was is None:
-            log.warning(
-                "%s is unreachable (%s); not asked again until a check every %gs gets an answer",
-                _base(failure.url),
-                failure.detail,
-                self.recheck_s,
-            )
-        since = was.since if was is not None else _utc_now()
-        self._down[key] = _Down(failure, since, self._clock() + self.recheck_s)
-
-    def mark_up(self, url: str) -> None:
-        if self._down.pop(host_key(url), None) is not None:
-            log.info("%s answers again", _base(redact_url(url)))
-
-    def reachability(self, url: str, setting: str) -> Reachability:
-        """What is known of `url`'s host, for a use case or a notice."""
-        shown = clip(redact_url(url), 500)
-        down = self.down(url)
-        if down is None:
-            return Reachability(setting, shown)
-        return Reachability(
-            setting,
-            shown,
-            reachable=False,
-            since=down.since,
-            reason=down.failure.detail,
-            recheck_s=self.recheck_s,
-        )
-
-
-def host_key(url: str) -> str:
-    """scheme://host:port of `url`, without credentials: what reachability is kept by."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return url
-    scheme = parts.scheme.lower()
-    if port is None:
-        port = {"http": 80, "https": 443}.get(scheme)
-    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
-
-
-def _base(url: str) -> str:
-    """A redacted URL cut to scheme://host[:port], for log lines."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
-
-
-def _utc_now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class TooLarge(Exception):
@@ -494,7 +404,7 @@ class HttpClient:
             and failure.unreachable
             and (last or not isinstance(error, Retry))
         ):
-            self.watch.mark_down(url, failure)  # the request gives up: no attempt got an answer
+            self.watch.mark_down(url, failure.detail)  # the request gives up: nothing answered
         raise error from None
 
     def _known_down(self, url: str) -> Failure | None:
@@ -508,7 +418,7 @@ class HttpClient:
         if self.watch.due(url):
             self._start_check(url)
         detail = (
-            f"unreachable since {down.since} ({down.failure.detail}); not tried again until "
+            f"unreachable since {down.since} ({down.reason}); not tried again until "
             f"a check in the background, every {self.watch.recheck_s:g}s, gets an answer"
         )
         return Failure("down", clip(redact_url(url), 500), detail, 0.0, unreachable=True)
@@ -526,27 +436,23 @@ class HttpClient:
         import aiohttp
 
         assert self.watch is not None  # only started by a watching client
-        started = time.monotonic()
-        kind: FailureKind
         try:
             timeout = aiohttp.ClientTimeout(total=self.timeout_s)
             async with self.session().head(url, timeout=timeout, allow_redirects=False):
                 pass
         except TimeoutError:
-            kind, detail = "timeout", f"timed out after {self.timeout_s:g}s"
+            detail = f"timed out after {self.timeout_s:g}s"
         except aiohttp.ClientConnectorError as exc:
-            kind, detail = "connect", str(exc) or type(exc).__name__
+            detail = str(exc) or type(exc).__name__
         except aiohttp.ClientError:
             self.watch.mark_up(url)
             return
         except Exception as exc:  # a task's error would go unseen: it is the next check's
-            kind, detail = "other", f"{type(exc).__name__}: {exc}"
+            detail = f"{type(exc).__name__}: {exc}"
         else:
             self.watch.mark_up(url)
             return
-        shown = clip(redact_url(url), 500)
-        failure = Failure(kind, shown, clip(self.scrub(detail), 500), time.monotonic() - started)
-        self.watch.mark_down(url, failure)  # the next check is one interval from now
+        self.watch.mark_down(url, clip(self.scrub(detail), 500))  # next check: an interval on
 
     async def checks_done(self) -> None:
         """Waits for the background checks under way (tests, and a clean shutdown)."""
