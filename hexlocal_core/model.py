@@ -437,6 +437,30 @@ class HexPackageInfo:
 
 
 @frozen
+class Reachability:
+    """What a client last learned of one remote service: it answers, or it could not be
+    reached (refused, unresolvable, timed out) and is not asked again until a background
+    check gets an answer from it."""
+
+    setting: str  # the variable naming the service: "HEX_API_URL", "HEX_MIRROR"
+    url: str  # its base URL, credentials masked
+    reachable: bool = True
+    since: str | None = None  # when it was found unreachable, ISO UTC
+    reason: str = ""  # the failure that made it so, scrubbed
+    recheck_s: float = 0.0  # how often it is checked again while unreachable
+
+    def describe(self) -> str:
+        """One clause for a notice or a message."""
+        if self.reachable:
+            return f"{self.setting} ({self.url}) answers"
+        return (
+            f"{self.setting} ({self.url}) has been unreachable since {self.since} "
+            f"({self.reason}); it is checked again in the background every "
+            f"{self.recheck_s:g} s and used once it answers"
+        )
+
+
+@frozen
 class IssueQuery:
     text: str
     repo: str | None = None  # owner/name

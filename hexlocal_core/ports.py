@@ -12,7 +12,14 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from hexlocal_core.model import ChatReply, HexPackageInfo, IssueHit, IssueQuery, UsageEvent
+from hexlocal_core.model import (
+    ChatReply,
+    HexPackageInfo,
+    IssueHit,
+    IssueQuery,
+    Reachability,
+    UsageEvent,
+)
 
 Vectors = npt.NDArray[np.float32]  # shape (n, dims), rows L2-normalised
 
@@ -114,6 +121,11 @@ class HexRegistry(Resource, Protocol):
 
     async def fetch_docs(self, name: str, version: str) -> bytes:
         """The docs tarball, in memory, size-capped. Raises VersionNotFound, RemoteError."""
+        ...
+
+    def reachable(self) -> tuple[Reachability, ...]:
+        """What is known of the API's and the mirror's reachability, the API first. A call
+        to one found unreachable fails at once (RemoteError) until it answers again."""
         ...
 
 

@@ -9,6 +9,11 @@ VersionNotFound; 429 -> RateLimited, waited for when Retry-After is short; 5xx, 
 dropped connections and truncated bodies are retried with backoff, then RemoteError. Every
 message names the package and the URL tried, with any credentials in HEX_API_URL or
 HEX_MIRROR masked (`redact_url`).
+
+A host that could not be reached at all (`adapters.reachability.HostWatch`) is not asked
+again until a check in the background, every RECHECK_S, gets an answer from it: meanwhile
+its calls raise RemoteError at once, so an offline laptop answers from its index without
+waiting. `reachable()` says what is known of HEX_API_URL and HEX_MIRROR.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from hexlocal_core.adapters.http import (
     read_capped,
     reset_at,
 )
+from hexlocal_core.adapters.reachability import HostWatch
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError, VersionNotFound
-from hexlocal_core.model import HexPackageInfo, HexRelease
+from hexlocal_core.model import HexPackageInfo, HexRelease, Reachability
 from hexlocal_core.ports import NoLifecycle
 from hexlocal_core.redact import clip, redact_url, url_secrets
 
@@ -52,6 +58,9 @@ USER_AGENT = "hexlocal/0.1 (+aiohttp)"
 # fast with RateLimited instead of holding the caller.
 DEFAULT_RETRY = RetryPolicy(attempts=3, base_s=0.5, cap_s=10.0, max_retry_after_s=20.0)
 PACKAGE_INFO_TTL_S = 300.0  # versions appear rarely; five minutes saves a call per query
+# A check is a HEAD in the background, so it costs no call anything: often enough that a
+# network back after a tunnel is used within half a minute.
+RECHECK_S = 30.0
 MAX_API_BYTES = 16 * 1024 * 1024  # the largest package JSON is well under 1 MB
 CHUNK_BYTES = 64 * 1024
 
@@ -86,6 +95,7 @@ class HexClient(NoLifecycle):
         info_ttl_s: float = PACKAGE_INFO_TTL_S,
         trust_env: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        recheck_s: float = RECHECK_S,
     ) -> None:
         self.api_url = settings.hex_api_url.rstrip("/")
         self.mirror_url = settings.hex_mirror.rstrip("/")
@@ -101,6 +111,7 @@ class HexClient(NoLifecycle):
             secrets=url_secrets(self.api_url) + url_secrets(self.mirror_url),
             trust_env=trust_env,
             auto_decompress=False,
+            watch=HostWatch(recheck_s=recheck_s, clock=clock),
         )
         # Per-process cache of package metadata: name -> (fetched at, info).
         self._info_cache: dict[str, tuple[float, HexPackageInfo]] = {}
@@ -132,6 +143,14 @@ class HexClient(NoLifecycle):
             self._info_cache.pop(name, None)
 
     # ----------------------------------------------------------------------- the port
+
+    def reachable(self) -> tuple[Reachability, ...]:
+        watch = self.http.watch
+        assert watch is not None  # made in __init__
+        return (
+            watch.reachability(self.api_url, "HEX_API_URL"),
+            watch.reachability(self.mirror_url, "HEX_MIRROR"),
+        )
 
     async def package_info(self, name: str) -> HexPackageInfo:
         cached = self._info_cache.get(name)
@@ -255,7 +274,8 @@ class HexClient(NoLifecycle):
 
 
 def _failure_error(request: _Request, failure: Failure, timeout_s: float) -> Exception:
-    """Every transport failure is worth another attempt, except a URL aiohttp refuses."""
+    """Every transport failure is worth another attempt, except a URL aiohttp refuses and a
+    host known to be down (not tried at all)."""
     subject, url = request.what, failure.url
     if failure.kind == "timeout":
         return Retry(RemoteError(f"{subject}: GET {url} timed out after {timeout_s:g}s"))
@@ -263,6 +283,8 @@ def _failure_error(request: _Request, failure: Failure, timeout_s: float) -> Exc
         return Retry(RemoteError(f"{subject}: GET {url} was cut short ({failure.detail})"))
     if failure.kind == "connect":
         return Retry(RemoteError(f"{subject}: GET {url} failed: {failure.detail}"))
+    if failure.kind == "down":
+        return RemoteError(f"{subject}: GET {url} not sent: the host is {failure.detail}")
     return RemoteError(f"{subject}: GET {url} failed: {failure.detail}")
 
 

@@ -15,6 +15,13 @@ or raises its error (wrapped in `Retry` when its policy retries that status), an
 try). Every URL this module shows is redacted, and transport errors are never chained:
 aiohttp's exceptions carry the request's URL and headers. aiohttp is imported when a session
 is first needed, so importing an adapter stays cheap.
+
+A client given a HostWatch (`adapters/reachability.py`) remembers a host as down when a
+request to it gives up without any answer (every attempt refused, unresolvable or timed out
+before a response); an answer, whatever its status (a 404, a 429, a 503), proves the host
+reachable. While it is down, requests to it fail at once (a Failure of kind "down"), and
+the first one past each `recheck_s` starts one HEAD of its URL in the background: any
+answer makes the host reachable again for the next request.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from attrs import field, frozen, validators
 
+from hexlocal_core.adapters.reachability import HostWatch, host_key
 from hexlocal_core.errors import HexlocalError
 from hexlocal_core.redact import clip, redact_url, redact_urls, scrub
 
@@ -143,7 +151,8 @@ class Retry(Exception):
         self.after_s = after_s
 
 
-FailureKind = Literal["timeout", "connect", "cut_short", "redirects", "other"]
+# "down": not tried, the host is known to be unreachable (`detail` says since when and why).
+FailureKind = Literal["timeout", "connect", "cut_short", "redirects", "other", "down"]
 
 
 @frozen
@@ -154,6 +163,10 @@ class Failure:
     url: str  # redacted, for messages
     detail: str
     elapsed_s: float
+    # No connection could be made (refused, unresolvable, no route) or nothing answered
+    # within the timeout: the host, not this request, is the trouble. A connection the
+    # server dropped, or a body that stalled after its headers, is an answer of sorts.
+    unreachable: bool = False
 
 
 class TooLarge(Exception):
@@ -223,9 +236,12 @@ class HttpClient:
         trust_env: bool = False,
         auto_decompress: bool = True,
         max_redirects: int = 10,
+        watch: HostWatch | None = None,
     ) -> None:
         self.timeout_s = timeout_s
         self.max_redirects = max_redirects  # redirects followed per attempt (aiohttp's default)
+        self.watch = watch  # None: every request tries, whatever the last one met
+        self._checks: dict[str, asyncio.Task[None]] = {}  # host -> its background check
         self._headers = dict(headers or {})  # defaults for every request: never credentials
         self._secrets = tuple(s for s in secrets if s)
         self._trust_env = trust_env  # proxies from the environment, like Mix's HTTP_PROXY
@@ -244,9 +260,10 @@ class HttpClient:
         loop = asyncio.get_running_loop()
         if self._session is not None and self._loop is not loop:
             # A session cannot outlive its loop (a CLI runs one loop per command): let the
-            # old one go without touching its dead loop.
+            # old one go without touching its dead loop, and the checks that ran on it.
             self._session.detach()
             self._session = None
+            self._checks.clear()
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
@@ -260,12 +277,18 @@ class HttpClient:
         """Closes the session; safe to call twice, or before any request. A later request
         opens a new one."""
         session, self._session = self._session, None
-        if session is None or session.closed:
-            return
         try:
             same_loop = asyncio.get_running_loop() is self._loop
         except RuntimeError:
             same_loop = False
+        checks = [t for t in self._checks.values() if not t.done()]
+        self._checks.clear()
+        if same_loop and checks:
+            for task in checks:
+                task.cancel()
+            await asyncio.gather(*checks, return_exceptions=True)
+        if session is None or session.closed:
+            return
         if same_loop:
             await session.close()
         else:
@@ -291,12 +314,25 @@ class HttpClient:
         """Runs attempts until `handle` returns, a final error, or the policy gives up.
 
         `streaming`: no total deadline (a large tarball is slow but steady), only connect and
-        read timeouts. The last error raised after several attempts says how many.
+        read timeouts. The last error raised after several attempts says how many. A host
+        the watch knows to be down is not tried: `on_failure` gets a Failure of kind "down".
         """
+        known_down = self._known_down(url)
+        if known_down is not None:
+            error = on_failure(known_down)
+            raise (error.error if isinstance(error, Retry) else error) from None
         for attempt in range(1, policy.attempts + 1):
             try:
                 return await self._attempt(
-                    method, url, handle, on_failure, headers, params, json, streaming
+                    method,
+                    url,
+                    handle,
+                    on_failure,
+                    headers,
+                    params,
+                    json,
+                    streaming,
+                    last=attempt == policy.attempts,
                 )
             except Retry as retry:
                 wait = policy.wait_s(attempt, retry.after_s)
@@ -322,6 +358,8 @@ class HttpClient:
         params: Mapping[str, str] | None,
         json: Any,
         streaming: bool,
+        *,
+        last: bool,
     ) -> T:
         import aiohttp
 
@@ -336,6 +374,7 @@ class HttpClient:
             sock_read=self.timeout_s,
         )
         started = time.monotonic()
+        answered = unreachable = False
         kind: FailureKind
         try:
             async with session.request(
@@ -347,15 +386,20 @@ class HttpClient:
                 timeout=timeout,
                 max_redirects=self.max_redirects,
             ) as response:
+                answered = True
+                if self.watch is not None:
+                    self.watch.mark_up(url)
                 return await handle(response)
         except TimeoutError:
-            kind, detail = "timeout", "timed out"
+            kind, detail = "timeout", f"timed out after {self.timeout_s:g}s"
+            unreachable = not answered
         except aiohttp.TooManyRedirects:
             kind, detail = "redirects", f"redirected {self.max_redirects} times"
         except aiohttp.ClientPayloadError as exc:
             kind, detail = "cut_short", str(exc) or type(exc).__name__
         except aiohttp.ClientConnectionError as exc:
             kind, detail = "connect", str(exc) or type(exc).__name__
+            unreachable = isinstance(exc, aiohttp.ClientConnectorError)
         except aiohttp.ClientError as exc:  # an invalid URL, too many redirects
             kind, detail = "other", f"{type(exc).__name__}: {exc}"
         failure = Failure(
@@ -363,8 +407,69 @@ class HttpClient:
             clip(redact_url(url), 500),
             clip(self.scrub(detail), 500),
             time.monotonic() - started,
+            unreachable,
         )
-        raise on_failure(failure) from None
+        error = on_failure(failure)
+        if (
+            self.watch is not None
+            and failure.unreachable
+            and (last or not isinstance(error, Retry))
+        ):
+            self.watch.mark_down(url, failure.detail)  # the request gives up: nothing answered
+        raise error from None
+
+    def _known_down(self, url: str) -> Failure | None:
+        """The Failure to answer with at once when the watch knows `url`'s host is down;
+        the first such request past the recheck time starts a check in the background."""
+        if self.watch is None:
+            return None
+        down = self.watch.down(url)
+        if down is None:
+            return None
+        if self.watch.due(url):
+            self._start_check(url)
+        detail = (
+            f"unreachable since {down.since} ({down.reason}); not tried again until "
+            f"a check in the background, every {self.watch.recheck_s:g}s, gets an answer"
+        )
+        return Failure("down", clip(redact_url(url), 500), detail, 0.0, unreachable=True)
+
+    def _start_check(self, url: str) -> None:
+        key = host_key(url)
+        running = self._checks.get(key)
+        if running is not None and not running.done():
+            return
+        self._checks[key] = asyncio.get_running_loop().create_task(self._check(url))
+
+    async def _check(self, url: str) -> None:
+        """One HEAD of `url`: any answer, whatever its status, makes its host reachable;
+        so does a connection it accepts and drops (the next request says what it meant)."""
+        import aiohttp
+
+        assert self.watch is not None  # only started by a watching client
+        try:
+            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+            async with self.session().head(url, timeout=timeout, allow_redirects=False):
+                pass
+        except TimeoutError:
+            detail = f"timed out after {self.timeout_s:g}s"
+        except aiohttp.ClientConnectorError as exc:
+            detail = str(exc) or type(exc).__name__
+        except aiohttp.ClientError:
+            self.watch.mark_up(url)
+            return
+        except Exception as exc:  # a task's error would go unseen: it is the next check's
+            detail = f"{type(exc).__name__}: {exc}"
+        else:
+            self.watch.mark_up(url)
+            return
+        self.watch.mark_down(url, clip(self.scrub(detail), 500))  # next check: an interval on
+
+    async def checks_done(self) -> None:
+        """Waits for the background checks under way (tests, and a clean shutdown)."""
+        running = [t for t in self._checks.values() if not t.done()]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
 
 
 def _gave_up(error: Exception, attempts: int) -> Exception:

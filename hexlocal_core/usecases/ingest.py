@@ -131,11 +131,7 @@ class Indexing:
                     f"cannot choose a version of {name}: {exc}. Pass an explicit version, or pin "
                     "it in mix.lock, to work offline."
                 ) from exc
-            notice = Notice(
-                "registry_unreachable",
-                f"hex.pm could not be reached ({exc}); answering from the indexed "
-                f"{name} {indexed.version}.",
-            )
+            notice = _offline_notice(name, indexed.version, exc, self._registry)
             return ResolvedVersion(name, indexed.version, VersionSource.INDEXED, notices=(notice,))
 
     async def prepare(
@@ -331,6 +327,18 @@ class Indexing:
 def _recent(job: Job) -> bool:
     """Whether the job ended less than RETRY_FAILED_AFTER_S ago."""
     return job.ended is not None and time.perf_counter() - job.ended < RETRY_FAILED_AFTER_S
+
+
+def _offline_notice(name: str, version: str, error: RemoteError, registry: HexRegistry) -> Notice:
+    """Which version answers and why: the API known down, else the error hex.pm gave."""
+    why = f"hex.pm could not be asked ({error})"
+    for api in registry.reachable()[:1]:  # the API comes first; resolving asks only it
+        if not api.reachable:
+            why = api.describe()
+    return Notice(
+        "registry_unreachable",
+        f"answering from the indexed {name} {version} without hex.pm's newest release: {why}.",
+    )
 
 
 def _pinned(version: str | None, resolved: ResolvedVersion) -> bool:

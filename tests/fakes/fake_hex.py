@@ -7,7 +7,10 @@
 Anything else answers 404 with Hex's JSON error body. Every request is recorded, and
 faults can be injected per path pattern (fnmatch): delays, status codes (with
 Retry-After), connection resets, truncated bodies, HTML instead of JSON, streamed bodies
-without Content-Length, optionally only for the first N matching requests.
+without Content-Length, requests read and never answered (`hang`, a blackholed host as
+a client sees it), optionally only for the first N matching requests. `refuse()` stops
+listening (connections are refused, as from a host that is down) and `listen()` serves
+again on the same port.
 
 Standalone (for stdio MCP tests and `make demo`):
 
@@ -35,7 +38,7 @@ import attrs
 from aiohttp import web
 from attrs import define, field, frozen
 
-from tests.fakes.loopback import AsyncServerContext, root_url, serve
+from tests.fakes.loopback import AsyncServerContext, bound_port, root_url, serve
 
 if TYPE_CHECKING:  # imported lazily: the standalone server needs none of hexlocal
     from hexlocal_core.adapters.hex import HexClient
@@ -75,6 +78,7 @@ class Fault:
     truncate: bool = False
     html: bool = False
     chunked: bool = False
+    hang: bool = False
     times: int | None = None
     hits: int = 0
 
@@ -100,6 +104,8 @@ class FakeHex(AsyncServerContext):
 
     @property
     def base_url(self) -> str:
+        if self._runner is None and self.port:  # refusing: the address it will serve again
+            return f"http://{self.host}:{self.port}"
         return root_url(self._runner, "FakeHex")
 
     @property
@@ -111,6 +117,13 @@ class FakeHex(AsyncServerContext):
         return f"{self.base_url}/repo"
 
     async def start(self) -> FakeHex:
+        await self.listen()
+        return self
+
+    async def listen(self) -> None:
+        """Serves (again): on `port`, which is the one first bound after a `refuse()`."""
+        if self._runner is not None:
+            return
         app = web.Application(middlewares=[self._middleware])
         app.router.add_get("/api/packages/{name}", self._package)
         app.router.add_get("/api/packages/{name}/releases/{version}", self._release)
@@ -118,12 +131,17 @@ class FakeHex(AsyncServerContext):
         # handler_cancellation: a client that gave up (timeout tests) cancels the slow
         # handler, so shutdown does not wait for it.
         self._runner = await serve(app, self.host, self.port, handler_cancellation=True)
-        return self
+        self.port = bound_port(self._runner)  # a later listen() comes back on the same port
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+    async def refuse(self) -> None:
+        """Stops listening: connections to the port are refused until `listen()`. The URLs
+        stay valid (`api_url` and `mirror_url` keep their port)."""
+        await self.stop()
 
     # ------------------------------------------------------------------ test controls
 
@@ -138,6 +156,7 @@ class FakeHex(AsyncServerContext):
         truncate: bool = False,
         html: bool = False,
         chunked: bool = False,
+        hang: bool = False,
         times: int | None = None,
     ) -> Fault:
         """Adds a fault for paths matching `pattern` (like "/api/packages/jason")."""
@@ -150,6 +169,7 @@ class FakeHex(AsyncServerContext):
             truncate=truncate,
             html=html,
             chunked=chunked,
+            hang=hang,
             times=times,
         )
         self.faults.append(fault)
@@ -197,6 +217,9 @@ class FakeHex(AsyncServerContext):
         fault.hits += 1
         if fault.delay:
             await asyncio.sleep(fault.delay)
+        if fault.hang:
+            # Read, never answered: the client's timeout ends it (and cancels this handler).
+            await asyncio.Event().wait()
         return await self._apply(fault, request, handler)
 
     async def _apply(

@@ -26,6 +26,7 @@ from fastmcp.client.client import CallToolResult
 from mcp_types import TextContent
 
 from hexlocal_core.adapters.github import GitHubIssues
+from hexlocal_core.adapters.hex import HexClient
 from hexlocal_core.adapters.http import RetryPolicy
 from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder
 from hexlocal_core.config import Settings
@@ -56,6 +57,7 @@ class Rig:
     ai_proxy: FaultProxy
     ai: FakeOpenAI
     client: Client[Any]
+    registry: HexClient
 
     @property
     def db(self) -> Path:
@@ -85,7 +87,7 @@ def text_of(result: CallToolResult) -> str:
     return "\n".join(b.text for b in result.content if isinstance(b, TextContent))
 
 
-def factory(settings: Settings, *, cloud: bool) -> Callable[[], Hexlocal]:
+def factory(settings: Settings, registry: HexClient, *, cloud: bool) -> Callable[[], Hexlocal]:
     """Cloud: the real OpenAI-compatible adapters; else the HashingEmbedder and no chat."""
 
     def make() -> Hexlocal:
@@ -95,7 +97,7 @@ def factory(settings: Settings, *, cloud: bool) -> Callable[[], Hexlocal]:
             embedder=embedder,
             reranker=None,
             chat=OpenAIChat(settings, retry=FAST) if cloud else None,
-            registry=client_for(settings, attempts=2),
+            registry=registry,
             issues=GitHubIssues(settings, retry=FAST),
             load_models=False,
         )
@@ -139,8 +141,10 @@ async def make_rig(
             "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
         }
         settings = Settings.from_env(env)
-        async with Client(create_server(factory(settings, cloud=cloud))) as client:
-            rig = Rig(settings, hex_proxy, gh_proxy, ai_proxy, ai, client)
+        # A hex.pm that did not answer at all is remembered; checked again on the next call.
+        registry = client_for(settings, attempts=2, recheck_s=0.0)
+        async with Client(create_server(factory(settings, registry, cloud=cloud))) as client:
+            rig = Rig(settings, hex_proxy, gh_proxy, ai_proxy, ai, client, registry)
             # The server builds its service in the background: wait for it (and its
             # migrations) before any snapshot is taken.
             ready = await rig.call("list_indexed_packages")
@@ -195,6 +199,16 @@ def assert_clear_error(result: CallToolResult, *names: str) -> str:
 # -- hex.pm: the API and the docs mirror -------------------------------------------------------
 
 
+async def answers_after_its_check(rig: Rig, fault: str, tool: str, **arguments: Any) -> None:
+    """After a timeout hex.pm is known not to answer: the next call fails at once, without
+    a request, and starts the check that finds it back for the call after it."""
+    if fault != "timeout":
+        return
+    fast = await rig.call(tool, **arguments)
+    assert "not sent: the host is unreachable since" in assert_clear_error(fast, "jason")
+    await rig.registry.http.checks_done()
+
+
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_hex_api_fault(rig: Rig, fault: str) -> None:
     before = rig.digest()
@@ -204,6 +218,7 @@ async def test_hex_api_fault(rig: Rig, fault: str) -> None:
     assert_attempts(rig.hex_proxy, "hex", fault)
     assert rig.digest() == before
     rig.clear()
+    await answers_after_its_check(rig, fault, "search_docs", package="jason", query="decode")
     ok = await rig.call("search_docs", package="jason", query="decode")
     assert not ok.is_error and ok.structured_content is not None, text_of(ok)
     assert ok.structured_content["results"]
@@ -219,6 +234,8 @@ async def test_docs_tarball_fault(rig: Rig, fault: str) -> None:
     assert_attempts(rig.hex_proxy, "hex", fault)
     assert rig.digest() == before
     rig.clear()
+    args = {"package": "jason", "query": "decode", "version": "1.4.4"}
+    await answers_after_its_check(rig, fault, "search_docs", **args)
     ok = await rig.call("search_docs", package="jason", query="decode", version="1.4.4")
     assert not ok.is_error, text_of(ok)
     assert consistency(rig.db) == []
