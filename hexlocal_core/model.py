@@ -196,6 +196,9 @@ class Hit:
     rerank_score: float | None = None
     final_rank: int | None = None
     exact: bool = False
+    # What the reader should know about this hit's text (`suspicious_content`: written to
+    # steer an agent); the result's notices repeat it, so they are read before the hits.
+    notices: tuple[Notice, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -388,6 +391,7 @@ class Memory:
     deprecated: bool = False
     stale: bool = False
     history: tuple[Mapping[str, Any], ...] = ()
+    notices: tuple[Notice, ...] = ()  # e.g. `suspicious_content`: written to steer an agent
 
 
 @frozen
@@ -457,3 +461,4 @@ class IssueHit:
     comments: int = 0
     merged: bool | None = None
     excerpt: str = ""
+    notices: tuple[Notice, ...] = ()  # e.g. `suspicious_content`: written to steer an agent
