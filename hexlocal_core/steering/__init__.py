@@ -26,6 +26,9 @@ data with a notice naming it, so the user sees what the package or issue said.
 
 from __future__ import annotations
 
+import bisect
+import itertools
+
 from attrs import frozen
 
 from hexlocal_core.steering import invisible, markup, rules
@@ -104,10 +107,12 @@ def inspect(text: str) -> Finding | None:
     runs = invisible.runs(text)
     signals: dict[str, Signal] = {}
     for run in runs:
-        chars = text[run.start : run.end]
-        signals.setdefault(run.kind, Signal(run.kind, _quoted(invisible.marker(chars, run))))
+        if run.kind not in signals:
+            chars = text[run.start : run.end]
+            signals[run.kind] = Signal(run.kind, _quoted(invisible.marker(chars, run)))
     plain = invisible.strip(text)
-    for segment in (plain, *(run.decoded for run in runs if run.decoded)):
+    hidden_text = "\n".join(run.decoded for run in runs if run.decoded)
+    for segment in (plain, hidden_text):
         for name, quote in _instructions(segment):
             signals.setdefault(name, Signal(name, quote))
     hidden = _hidden_directions(plain)
@@ -137,10 +142,31 @@ def _instructions(text: str) -> list[tuple[str, str]]:
 
 
 def _hidden_directions(text: str) -> Signal | None:
-    """The first hidden span that gives its reader orders, as a signal."""
-    for span in markup.hidden_spans(text):
-        if _instructions(span.text) or rules.DIRECTIVE.search(span.text):
-            return Signal(HIDDEN_MARKUP, _quoted(span.text), span.how)
+    """A signal for hidden markup whose text gives its reader orders, or None.
+
+    The spans' texts are read as one (a page of ten thousand empty comments costs one
+    pass, not ten thousand); the signal names the span the first order is in.
+    """
+    spans = markup.hidden_spans(text)
+    if not spans:
+        return None
+    starts = list(itertools.accumulate((len(s.text) + 1 for s in spans), initial=0))
+    joined = "\n".join(s.text for s in spans)
+    match = rules.DIRECTIVE.search(joined)
+    at = match.start() if match else _first_instruction(joined)
+    if at is None:
+        return None
+    span = spans[bisect.bisect_right(starts, at) - 1]
+    return Signal(HIDDEN_MARKUP, _quoted(span.text), span.how)
+
+
+def _first_instruction(text: str) -> int | None:
+    lowered = text.lower()
+    seen: dict[tuple[str, ...], bool] = {}
+    for rule in rules.RULES:
+        match = rule.search(text, lowered, seen)
+        if match is not None:
+            return match.start()
     return None
 
 

@@ -43,11 +43,9 @@ _BIDI_CHARS = "\u202a-\u202e\u2066-\u2069"
 _SELECTOR_CHARS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
 _TAG_CHARS = "\U000e0000-\U000e007f"
 _ANY = re.compile(f"[{_ZERO_WIDTH_CHARS}{_BIDI_CHARS}{_SELECTOR_CHARS}{_TAG_CHARS}]+")
-_KINDS = (
-    (TAGS, re.compile(f"[{_TAG_CHARS}]+")),
-    (ZERO_WIDTH, re.compile(f"[{_ZERO_WIDTH_CHARS}]+")),
-    (BIDI, re.compile(f"[{_BIDI_CHARS}]+")),
-    (SELECTORS, re.compile(f"[{_SELECTOR_CHARS}]+")),
+_STRETCH = re.compile(
+    f"(?P<{TAGS}>[{_TAG_CHARS}]+)|(?P<{ZERO_WIDTH}>[{_ZERO_WIDTH_CHARS}]+)"
+    f"|(?P<{BIDI}>[{_BIDI_CHARS}]+)|(?P<{SELECTORS}>[{_SELECTOR_CHARS}]+)"
 )
 # Marks a text may carry alone without hiding anything: a soft hyphen, LRM and RLM.
 _MARKS = frozenset("\u00ad\u200e\u200f")
@@ -71,12 +69,13 @@ def runs(text: str) -> list[Run]:
         return []
     found: list[Run] = []
     for whole in _ANY.finditer(text):
-        for kind, pattern in _KINDS:
-            for part in pattern.finditer(text, whole.start(), whole.end()):
-                run = _judged(text, part.start(), part.end(), kind)
-                if run is not None:
-                    found.append(run)
-    found.sort(key=lambda r: r.start)
+        at, chars = whole.start(), whole.group()
+        parts = [(_kind(chars), len(chars))] if len(chars) == 1 else _parts(chars)
+        for kind, size in parts:
+            run = _judged(text, at, at + size, kind)
+            if run is not None:
+                found.append(run)
+            at += size
     return found
 
 
@@ -121,6 +120,22 @@ def strip(text: str) -> str:
     return unicodedata.normalize("NFKC", _ANY.sub("", text))
 
 
+def _parts(chars: str) -> list[tuple[str, int]]:
+    """(kind, length) of each stretch of one kind in a run of invisible characters."""
+    return [(str(m.lastgroup), m.end() - m.start()) for m in _STRETCH.finditer(chars)]
+
+
+def _kind(char: str) -> str:
+    code = ord(char)
+    if 0xE0000 <= code <= 0xE007F:
+        return TAGS
+    if 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069:
+        return BIDI
+    if 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF:
+        return SELECTORS
+    return ZERO_WIDTH
+
+
 def _judged(text: str, start: int, end: int, kind: str) -> Run | None:
     chars = text[start:end]
     if kind == TAGS:
@@ -150,8 +165,13 @@ def _hides(text: str, start: int, end: int) -> bool:
     return inside_word or (chars == "\ufeff" and start > 0)
 
 
+_TAG_TEXT = {code: chr(code - 0xE0000) for code in range(0xE0020, 0xE007F)} | {
+    code: None for code in (*range(0xE0000, 0xE0020), 0xE007F)
+}
+
+
 def _tag_text(chars: str) -> str:
-    return "".join(chr(ord(c) - 0xE0000) for c in chars if 0x20 <= ord(c) - 0xE0000 < 0x7F)
+    return chars.translate(_TAG_TEXT)
 
 
 def _selector_text(chars: str) -> str:
