@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 
 from attrs import frozen
 
@@ -54,7 +55,6 @@ _DESCRIPTIONS = {
     invisible.SELECTORS: "a run of variation selectors carrying hidden bytes",
 }
 _ORDER = tuple(_DESCRIPTIONS)
-INSTRUCTION_RULES = frozenset(r.name for r in rules.RULES)
 INVISIBLE_RULES = frozenset(
     (invisible.TAGS, invisible.ZERO_WIDTH, invisible.BIDI, invisible.SELECTORS)
 )
@@ -113,8 +113,8 @@ def inspect(text: str) -> Finding | None:
     plain = invisible.strip(text)
     hidden_text = "\n".join(run.decoded for run in runs if run.decoded)
     for segment in (plain, hidden_text):
-        for name, quote in _instructions(segment):
-            signals.setdefault(name, Signal(name, quote))
+        for name, match in _matches(segment):
+            signals.setdefault(name, Signal(name, _quote(segment, match.start(), match.end())))
     hidden = _hidden_directions(plain)
     if hidden is not None:
         signals.setdefault(HIDDEN_MARKUP, hidden)
@@ -129,16 +129,19 @@ def clean(text: str) -> str:
     return invisible.escape(text, invisible.runs(text))
 
 
-def _instructions(text: str) -> list[tuple[str, str]]:
-    """(rule, quote) for each rule that matches `text`."""
+def _matches(text: str) -> list[tuple[str, re.Match[str]]]:
+    """(rule name, its first match) for each rule name that matches `text`."""
+    if not text:
+        return []
     lowered = text.lower()
     seen: dict[tuple[str, ...], bool] = {}
-    found = []
+    found: dict[str, re.Match[str]] = {}
     for rule in rules.RULES:
-        match = rule.search(text, lowered, seen)
-        if match is not None:
-            found.append((rule.name, _quote(text, match.start(), match.end())))
-    return found
+        if rule.name not in found:
+            match = rule.search(text, lowered, seen)
+            if match is not None:
+                found[rule.name] = match
+    return list(found.items())
 
 
 def _hidden_directions(text: str) -> Signal | None:
@@ -152,22 +155,12 @@ def _hidden_directions(text: str) -> Signal | None:
         return None
     starts = list(itertools.accumulate((len(s.text) + 1 for s in spans), initial=0))
     joined = "\n".join(s.text for s in spans)
-    match = rules.DIRECTIVE.search(joined)
-    at = match.start() if match else _first_instruction(joined)
-    if at is None:
+    directive = rules.DIRECTIVE.search(joined)
+    found = [m.start() for _, m in _matches(joined)] + ([directive.start()] if directive else [])
+    if not found:
         return None
-    span = spans[bisect.bisect_right(starts, at) - 1]
+    span = spans[bisect.bisect_right(starts, min(found)) - 1]
     return Signal(HIDDEN_MARKUP, _quoted(span.text), span.how)
-
-
-def _first_instruction(text: str) -> int | None:
-    lowered = text.lower()
-    seen: dict[tuple[str, ...], bool] = {}
-    for rule in rules.RULES:
-        match = rule.search(text, lowered, seen)
-        if match is not None:
-            return match.start()
-    return None
 
 
 def _quote(text: str, start: int, end: int) -> str:

@@ -34,7 +34,7 @@ BIDI = "bidi_control"
 SELECTORS = "variation_selectors"
 
 MAX_DECODED = 200  # characters of a hidden text a marker shows
-_SHORT_RUN = 3  # zero-width runs up to this length are shown code point by code point
+_SHORT_RUN = 3  # runs up to this length are shown code point by code point
 
 _ZERO_WIDTH_CHARS = (
     "\u00ad\u034f\u115f\u1160\u180e\u200b-\u200f\u2060-\u2064\u3164\ufeff\uffa0\ufff9-\ufffb"
