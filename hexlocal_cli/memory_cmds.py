@@ -96,11 +96,14 @@ def recall(
         flags = [f for f in ("deprecated", "stale") if m.get(f)]
         if not m.get("curated"):
             flags.append("uncurated")
+        if m.get("notices"):
+            flags.append("flagged")
         scope = " ".join(x for x in (m.get("package"), m.get("version")) if x)
         table.add_row(
             str(m["id"]), scope, ", ".join(m.get("tags") or ()), ", ".join(flags), escape(m["text"])
         )
     common.out().print(table)
+    common.print_notices([n for m in rows for n in m.get("notices") or ()])
 
 
 COMMANDS = (remember, recall)

@@ -96,13 +96,14 @@ def issues(
     for h in hits:
         kind = "PR" if h.is_pr else "issue"
         table.add_row(
-            f"{h.repo}#{h.number} ({kind})",
+            f"{h.repo}#{h.number} ({kind})" + (" flagged" if h.notices else ""),
             h.state,
             escape(h.title),
             h.updated_at or "",
             h.html_url,
         )
     common.out().print(table)
+    common.print_notices([n.to_dict() for h in hits for n in h.notices])
 
 
 # -- serve --------------------------------------------------------------------------------

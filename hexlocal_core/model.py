@@ -201,6 +201,9 @@ class Hit:
     # The file the hit's source link points at in the project's deps/ (`deps/ecto/lib/
     # ecto/repo.ex:312`), when the dependency there is the hit's version.
     local_source: str | None = None
+    # What the reader should know about this hit's text (`suspicious_content`: written to
+    # steer an agent); the result's notices repeat it, so they are read before the hits.
+    notices: tuple[Notice, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -393,6 +396,7 @@ class Memory:
     deprecated: bool = False
     stale: bool = False
     history: tuple[Mapping[str, Any], ...] = ()
+    notices: tuple[Notice, ...] = ()  # e.g. `suspicious_content`: written to steer an agent
 
 
 @frozen
@@ -486,3 +490,4 @@ class IssueHit:
     comments: int = 0
     merged: bool | None = None
     excerpt: str = ""
+    notices: tuple[Notice, ...] = ()  # e.g. `suspicious_content`: written to steer an agent

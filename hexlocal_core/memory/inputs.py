@@ -23,6 +23,7 @@ from hexlocal_core.bounds import (
     has_surrogate,
 )
 from hexlocal_core.errors import UserInputError
+from hexlocal_core.steering import inspect
 from hexlocal_core.versions import parse_version, validate_package_name
 
 
@@ -43,7 +44,7 @@ def check_texts(texts: Any) -> list[str]:
         raise UserInputError(
             f"{len(texts)} texts at once; the limit is {MAX_TEXTS}. Split them into batches."
         )
-    return [
+    checked = [
         bounds.check_text(
             text,
             what=f"text {i}",
@@ -53,6 +54,28 @@ def check_texts(texts: Any) -> list[str]:
         )
         for i, text in enumerate(texts, start=1)
     ]
+    for i, text in enumerate(checked, start=1):
+        check_not_steering(text, f"text {i}")
+    return checked
+
+
+def check_not_steering(text: str, what: str) -> None:
+    """Refuses a lesson written to steer an agent, before it is queued.
+
+    Refused rather than stored flagged: a lesson is recalled into later sessions and, in a
+    team database, into other people's agents, and an agent that read an injection is the
+    likeliest author of one; a refusal keeps it out for everyone, and the agent that
+    meant a real lesson can restate it as a fact.
+    """
+    finding = inspect(text)
+    if finding is not None:
+        raise UserInputError(
+            f"{what} reads as written to steer an AI agent ({finding.reason}). Lessons are "
+            "recalled into later sessions and, with a shared database, into other people's "
+            "agents, so hexlocal does not store orders to an agent, hidden characters or "
+            "hidden markup. State the lesson as a fact about the code (what happens, in "
+            "which version) and remember that instead."
+        )
 
 
 def check_tags(tags: Any) -> tuple[str, ...]:

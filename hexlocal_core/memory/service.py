@@ -26,6 +26,7 @@ from hexlocal_core.memory.recall import lock_pins, search
 from hexlocal_core.memory.threads import in_thread
 from hexlocal_core.model import Memory
 from hexlocal_core.ports import ChatModel, Embedder
+from hexlocal_core.screening import screen_memories
 
 __all__ = ["MemoryPorts", "MemoryService"]
 
@@ -102,7 +103,7 @@ class MemoryService:
             log.info("recall by keywords only: %s", note)
         vector = None if found is None else found[0]
         root = host.settings.project_root
-        return await in_thread(
+        memories = await in_thread(
             host.store,
             lambda conn: search(
                 conn,
@@ -114,6 +115,7 @@ class MemoryService:
                 pins=lock_pins(root),
             ),
         )
+        return screen_memories(memories)
 
     # -- the worker -----------------------------------------------------------------------
 

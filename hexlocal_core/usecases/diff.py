@@ -32,6 +32,7 @@ from hexlocal_core.ingest.exdoc_search import parse_ref
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource, sha256_text
 from hexlocal_core.ports import HexRegistry
+from hexlocal_core.screening import screen_values
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,
@@ -378,16 +379,22 @@ class VersionDiffer:
                 ),
             )
         changes = () if same else diff_entries(before.entries, after.entries)
+        page, flagged = screen_values(
+            page_changes(changes, kind=kind, limit=limit, offset=offset),
+            ("name", "from_signature", "to_signature", "deprecated"),
+            lambda c: f"The entry {c.module} {c.name} ({c.to_url or c.from_url})",
+            "the package's docs",
+        )
         return VersionDiff(
             package=name,
             from_side=_side(old.resolved, before.base_url),
             to_side=_side(new.resolved, after.base_url),
             counts=count_kinds(changes),
-            changes=page_changes(changes, kind=kind, limit=limit, offset=offset),
+            changes=tuple(page),
             kind=kind,
             limit=limit,
             offset=offset,
-            notices=notices,
+            notices=notices + tuple(flagged),
         )
 
     async def _from_side(self, name: str, wanted: str | None) -> _Side:

@@ -10,6 +10,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import JobStatus, Notice, SearchResult
+from hexlocal_core.screening import screen_search
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import Identifier, parse_identifier, similar_titles
 from hexlocal_core.usecases.ingest import Indexing, Prepared
@@ -129,7 +130,7 @@ class Docs:
 
 
 def _result(prepared: Prepared, query: str, outcome: SearchOutcome) -> SearchResult:
-    return SearchResult(
+    result = SearchResult(
         package=prepared.name,
         version=prepared.version,
         query=query,
@@ -138,6 +139,7 @@ def _result(prepared: Prepared, query: str, outcome: SearchOutcome) -> SearchRes
         version_source=prepared.resolved.source.value,
         timings_ms=outcome.timings_ms,
     )
+    return screen_search(result)
 
 
 def waiting_result(prepared: Prepared, status: JobStatus, query: str) -> SearchResult:

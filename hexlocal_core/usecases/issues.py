@@ -7,6 +7,7 @@ from hexlocal_core.errors import NotFound, RemoteError
 from hexlocal_core.issues import repo_from_links, validate_issue_query
 from hexlocal_core.model import IssueHit, IssueQuery
 from hexlocal_core.ports import HexRegistry, IssueTracker
+from hexlocal_core.screening import screen_issues
 from hexlocal_core.untrusted import clip
 from hexlocal_core.versions import validate_package_name
 
@@ -41,4 +42,4 @@ async def search_github_issues(
     )
     if tracker is None:
         raise RemoteError("GitHub issue search is not configured")
-    return await tracker.search(q)
+    return screen_issues(await tracker.search(q))

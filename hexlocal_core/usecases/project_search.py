@@ -19,6 +19,7 @@ from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
+from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.tuning import MODES
@@ -101,7 +102,7 @@ class ProjectSearch:
                 )
             )
         total_ms = round((time.perf_counter() - started) * 1000, 2)
-        return SearchResult(
+        result = SearchResult(
             package=ALL_PACKAGES,
             version=None,
             query=query,
@@ -115,6 +116,7 @@ class ProjectSearch:
                 "packages": float(len(scope.searchable)),
             },
         )
+        return screen_search(result)
 
 
 def _wanted(packages: Sequence[str] | None) -> tuple[str, ...] | None:
