@@ -398,6 +398,28 @@ def test_depth_within_the_cap_renders() -> None:
     assert to_markdown([nested(19, b"leaf")]) == "- " * 19 + "leaf"
 
 
+def test_a_hostile_chunk_entry_is_a_bad_entry_not_a_failed_module() -> None:
+    """Through the BEAM reader: one entry nested too deep is counted, the rest are read."""
+    from tests.test_beam import beam
+    from tests.test_beam import entry as make_entry
+
+    good = make_entry("function", "ok", 0, {b"en": [el("p", "Fine.")]})
+    bad = make_entry("function", "deep", 0, {b"en": [emphasised(45)]})
+    term = (
+        Atom("docs_v1"),
+        1,
+        Atom("erlang"),
+        b"application/erlang+html",
+        Atom("none"),
+        {},
+        [good, bad],
+    )
+    docs = read_beam_docs(beam("hostile", term))
+    assert [e.name for e in docs.entries] == ["ok"]
+    assert docs.entries[0].doc == "Fine."
+    assert docs.bad_entries == 1
+
+
 # --- the whole OTP 25 corpus -----------------------------------------------------------------
 
 _LINK = re.compile(r"\]\(`([^`]*)`\)")
