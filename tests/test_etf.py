@@ -372,3 +372,32 @@ def test_round_trips_generated_terms(term: Any, compressed: bool) -> None:
 def test_limits_are_documented_constants() -> None:
     assert etf.MAX_DEPTH >= 20
     assert etf.MAX_UNCOMPRESSED >= 1024 * 1024
+
+
+# --- one term inside a larger one ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_decode_at_reads_one_inner_term(compressed: bool) -> None:
+    outer = [(Atom("attribute"), 7, Atom("opaque"), (Atom("tid"), Atom("any"), []))]
+    body = etf.term_body(encode(outer, compressed=compressed))
+    inner = encode((Atom("tid"), Atom("any"), []))[1:]
+    start = body.index(inner)
+    term, end = etf.decode_at(body, start)
+    assert term == (Atom("tid"), Atom("any"), [])
+    assert end == start + len(inner)
+
+
+@pytest.mark.parametrize(
+    ("data", "pos"),
+    [
+        (encode([1, 2, 3]), 99),  # past the end
+        (encode([1, 2, 3]), -1),
+        (encode(list(range(100))), 0),  # more terms than the budget below
+        (bytes([131, 80]) + b"\xff\xff\xff\xff" + b"x", 0),  # declares 4 GiB
+        (b"\x00\x01", 0),  # no version byte
+    ],
+)
+def test_decode_at_refuses(data: bytes, pos: int) -> None:
+    with pytest.raises(IngestError):
+        etf.decode_at(etf.term_body(data), pos, max_terms=50)

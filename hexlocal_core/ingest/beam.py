@@ -4,6 +4,13 @@ A `.beam` file is an IFF container: `FOR1`, a 4-byte size, `BEAM`, then chunks o
 id, a 4-byte size and the data, each padded to 4 bytes. The `Docs` chunk holds
 `term_to_binary({docs_v1, Anno, Language, Format, ModuleDoc, Metadata, Docs})`.
 
+Erlang modules' docs come in a second format too: OTP 23-26 and EDoc write
+`application/erlang+html` (a tree of HTML-like elements), kept beside the beams in
+`doc/chunks/<module>.chunk` files (`items_from_chunk_dir`) or in the beam itself; it is
+converted to markdown (`erlang_html`). What ExDoc adds for Erlang modules is added here too
+(`erlang_docs`): "Equivalent to ..." for entries whose metadata names an `equiv`, and the
+opaque types it reads from the abstract code. Elixir modules are read as before.
+
 Items mirror what ExDoc publishes, so a BEAM-built index and a tarball-built one agree:
 
     module doc      ref "Enum.html"               title "Enum"
@@ -42,7 +49,7 @@ from attrs import evolve, field, frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
-from hexlocal_core.ingest import etf
+from hexlocal_core.ingest import erlang_docs, erlang_html, etf
 from hexlocal_core.ingest.etf import Term
 from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
 from hexlocal_core.untrusted import NotRegularFile, TooLarge, clip, read_regular
@@ -50,11 +57,15 @@ from hexlocal_core.untrusted import NotRegularFile, TooLarge, clip, read_regular
 log = logging.getLogger("hexlocal.ingest.beam")
 
 MAX_BEAM_BYTES = 64 * 1024 * 1024  # the largest OTP/Elixir beams are a few MiB
+MAX_CHUNK_BYTES = 16 * 1024 * 1024  # OTP 25's largest .chunk (erlang's) is 0.5 MiB
 MARKDOWN = "text/markdown"
 HEXDOCS = "https://hexdocs.pm"
 ENTRY_KINDS = frozenset({"function", "macro", "callback", "macrocallback", "type"})
 # What URI.encode/1 leaves alone, which is what ExDoc applies to a name/arity anchor.
 _ANCHOR_SAFE = ":/?#[]@!$&'()*+,;=~"
+
+
+Link = Callable[[str], str]  # an item's ref ("ets.html#new/2") -> the URL it is published at
 
 
 class BeamSkipped(IngestError):
@@ -113,14 +124,34 @@ def read_beam_docs(data: bytes) -> BeamDocs:
     """
     chunks = _chunks(data)
     module = _module_name(chunks.get("AtU8"), chunks.get("Atom"))
-    docs = chunks.get("Docs")
-    if docs is None:
+    chunk = chunks.get("Docs")
+    if chunk is None:
         raise BeamSkipped("no_docs_chunk", f"{clip(module)} has no Docs chunk")
     try:
-        term = etf.decode(docs)
+        term = etf.decode(chunk)
     except IngestError as exc:
         raise BeamSkipped("bad_etf", f"{clip(module)}: Docs chunk is not valid ETF: {exc}") from exc
-    return evolve(_docs_v1(module, term), source=_compiled_source(chunks.get("CInf")))
+    docs = _docs_v1(module, term)
+    if docs.language == "erlang" and "Dbgi" in chunks:
+        docs = _mark_opaque(docs, erlang_docs.opaque_from_dbgi(chunks["Dbgi"]))
+    return evolve(docs, source=_compiled_source(chunks.get("CInf")))
+
+
+def read_chunk_docs(data: bytes, module: str) -> BeamDocs:
+    """Decode a `<module>.chunk` file: a bare `term_to_binary` of the docs_v1 term, as
+    OTP 23-26 install them in `lib/<app>-<vsn>/doc/chunks/`.
+
+    :raises BeamSkipped: (an IngestError) with `reason` bad_etf, bad_docs_shape or
+        not_markdown.
+    """
+    try:
+        term = etf.decode(data)
+    except IngestError as exc:
+        raise BeamSkipped("bad_etf", f"{clip(module)}: chunk file is not valid ETF: {exc}") from exc
+    docs = _docs_v1(module, term)
+    if docs.language == "erlang":
+        docs = _mark_opaque(docs, erlang_docs.opaque_from_types(docs.metadata.get("types")))
+    return docs
 
 
 # Rewrites one module's items, knowing the module they come from (where it was compiled).
@@ -133,23 +164,66 @@ def items_from_beam_dir(
     package: str,
     version: str,
     max_file_bytes: int = MAX_BEAM_BYTES,
+    link: Link | None = None,
     each_module: ModuleItemsFn | None = None,
 ) -> BeamItems:
     """Items from every `*.beam` in `ebin`; files, modules and entries without usable docs
-    are skipped and counted, never raised. `each_module` rewrites a module's items."""
+    are skipped and counted, never raised. `link` maps a ref to its URL (hexdocs.pm's
+    `/<package>/<version>/<ref>` when None); `each_module` rewrites a module's items."""
+
+    def read(path: Path, data: bytes) -> BeamDocs:
+        return read_beam_docs(data)
+
+    return _items_from_dir(
+        ebin, "*.beam", read, package, version, max_file_bytes, link, each_module
+    )
+
+
+def items_from_chunk_dir(
+    chunks: Path,
+    *,
+    package: str,
+    version: str,
+    max_file_bytes: int = MAX_CHUNK_BYTES,
+    link: Link | None = None,
+) -> BeamItems:
+    """Items from every `<module>.chunk` in `chunks` (`lib/<app>-<vsn>/doc/chunks`), with
+    the bounds and counting of `items_from_beam_dir`. A link the install made to the folder
+    itself is followed (Debian's `doc` points into /usr/share/doc/erlang-doc); a file may
+    link only inside the folder."""
+
+    def read(path: Path, data: bytes) -> BeamDocs:
+        module = path.name.removesuffix(".chunk")
+        if not module:
+            raise BeamSkipped("no_module_name", f"{clip(str(path))} names no module")
+        return read_chunk_docs(data, module)
+
+    return _items_from_dir(chunks, "*.chunk", read, package, version, max_file_bytes, link)
+
+
+def _items_from_dir(
+    folder: Path,
+    pattern: str,
+    read: Callable[[Path, bytes], BeamDocs],
+    package: str,
+    version: str,
+    max_file_bytes: int,
+    link: Link | None,
+    each_module: ModuleItemsFn | None = None,
+) -> BeamItems:
     items: list[DocItem] = []
     skipped: Counter[str] = Counter()
     modules = 0
-    root = _resolved(ebin)
-    for path in sorted(ebin.glob("*.beam")):
+    root = _resolved(folder)
+    for path in sorted(folder.glob(pattern)):
         checkpoint()
         try:
-            docs = read_beam_docs(_read_capped(path, max_file_bytes, root))
+            docs = read(path, _read_capped(path, max_file_bytes, root))
         except BeamSkipped as exc:
             log.debug("skipped %s: %s", path.name, exc)
             skipped[exc.reason] += 1
             continue
-        found = module_items(docs, package=package, version=version, skipped=skipped)
+        found = module_items(docs, package=package, version=version, skipped=skipped, link=link)
         if each_module is not None:
             found = each_module(docs, found)
         modules += bool(found)
@@ -161,9 +235,15 @@ def items_from_beam_dir(
 
 
 def module_items(
-    docs: BeamDocs, *, package: str, version: str, skipped: Counter[str] | None = None
+    docs: BeamDocs,
+    *,
+    package: str,
+    version: str,
+    skipped: Counter[str] | None = None,
+    link: Link | None = None,
 ) -> list[DocItem]:
-    """The DocItems of one module; what is left out is added to `skipped`."""
+    """The DocItems of one module; what is left out is added to `skipped`. `link` maps a
+    ref to its URL (hexdocs.pm's `/<package>/<version>/<ref>` when None)."""
     skipped = Counter() if skipped is None else skipped
     if docs.bad_entries:
         skipped["bad_entry"] += docs.bad_entries
@@ -172,18 +252,23 @@ def module_items(
         return []
     page = f"{docs.display_name}.html"
     kind = module_type(docs)
+    url = link if link is not None else _hexdocs(package, version)
     out: list[DocItem] = []
     if docs.module_doc is None:
         skipped["module_doc_none"] += 1
     else:
-        out.append(_module_item(docs, kind, page, package, version))
+        out.append(_module_item(docs, kind, page, package, version, url))
     for entry in docs.entries:
         reason = _entry_skip_reason(entry, kind)
         if reason:
             skipped[reason] += 1
             continue
-        out.append(_entry_item(docs.display_name, page, entry, package, version))
+        out.append(_entry_item(docs.display_name, page, entry, package, version, url))
     return out
+
+
+def _hexdocs(package: str, version: str) -> Link:
+    return lambda ref: f"{HEXDOCS}/{package}/{version}/{ref}"
 
 
 _EXCEPTION_FUNCTIONS = frozenset(
@@ -221,7 +306,9 @@ def _entry_skip_reason(entry: DocEntry, kind: DocType) -> str | None:
     return None
 
 
-def _module_item(docs: BeamDocs, kind: DocType, page: str, package: str, version: str) -> DocItem:
+def _module_item(
+    docs: BeamDocs, kind: DocType, page: str, package: str, version: str, url: Link
+) -> DocItem:
     return DocItem(
         package=package,
         version=version,
@@ -232,12 +319,14 @@ def _module_item(docs: BeamDocs, kind: DocType, page: str, package: str, version
         module=docs.display_name,
         deprecated=_text_meta(docs.metadata, "deprecated"),
         since=_text_meta(docs.metadata, "since"),
-        hexdocs_url=f"{HEXDOCS}/{package}/{version}/{page}",
+        hexdocs_url=url(page),
         source=SourceKind.BEAM,
     )
 
 
-def _entry_item(module: str, page: str, entry: DocEntry, package: str, version: str) -> DocItem:
+def _entry_item(
+    module: str, page: str, entry: DocEntry, package: str, version: str, url: Link
+) -> DocItem:
     anchor = quote(f"{entry.name}/{entry.arity}", safe=_ANCHOR_SAFE)
     prefix = {"callback": "c:", "macrocallback": "c:", "type": "t:"}.get(entry.kind, "")
     ref = f"{page}#{prefix}{anchor}"
@@ -257,7 +346,7 @@ def _entry_item(module: str, page: str, entry: DocEntry, package: str, version: 
         signature=entry.signatures[0] if entry.signatures else None,
         deprecated=_text_meta(entry.metadata, "deprecated"),
         since=_text_meta(entry.metadata, "since"),
-        hexdocs_url=f"{HEXDOCS}/{package}/{version}/{ref}",
+        hexdocs_url=url(ref),
         source=SourceKind.BEAM,
     )
 
@@ -399,9 +488,13 @@ def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
         raise _Shape("expected a 7-tuple tagged docs_v1")
     _, anno, language, doc_format, module_doc, metadata, entries = term
     fmt = _text(doc_format, "format")
-    if fmt != MARKDOWN:
+    lang = _atom(language, "language") if isinstance(language, Atom) else ""
+    # erlang+html is what erl_docgen and EDoc write for Erlang modules; nothing else is.
+    erlang = lang == "erlang"
+    if fmt != MARKDOWN and not (erlang and fmt == erlang_html.FORMAT):
         message = f"{clip(module)}: docs are {clip(fmt, 60)}, not {MARKDOWN}"
         raise BeamSkipped("not_markdown", message)
+    reader = _DocReader(module, html=fmt == erlang_html.FORMAT, erlang=erlang)
     if not isinstance(entries, list):
         raise _Shape("the entries are not a list")
     parsed: list[DocEntry] = []
@@ -409,24 +502,24 @@ def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
     for raw in entries:
         checkpoint()
         try:
-            parsed.append(_entry(raw))
+            parsed.append(_entry(raw, reader))
         except _Shape as exc:
             log.debug("%s: bad docs entry: %s", module, exc)
             bad += 1
-    doc, hidden = _doc(module_doc)
+    doc, hidden = reader.doc(module_doc)
     return BeamDocs(
         module=module,
         language=_atom(language, "language"),
         module_doc=doc,
         module_hidden=hidden,
         metadata=_metadata(metadata),
-        entries=tuple(parsed),
+        entries=_with_equiv(_merged(parsed)) if erlang else tuple(parsed),
         bad_entries=bad,
         line=_line(anno),
     )
 
 
-def _entry(term: Term) -> DocEntry:
+def _entry(term: Term, reader: _DocReader) -> DocEntry:
     if not (isinstance(term, tuple) and len(term) == 5):
         raise _Shape("an entry is not a 5-tuple")
     key, anno, signatures, doc, metadata = term
@@ -439,7 +532,7 @@ def _entry(term: Term) -> DocEntry:
         raise _Shape(f"unknown entry {clip(kind, 40)}/{arity}")
     if not isinstance(signatures, list):
         raise _Shape("signatures are not a list")
-    text, hidden = _doc(doc)
+    text, hidden = reader.doc(doc)
     return DocEntry(
         kind=kind,
         name=_atom(key[1], "name"),
@@ -493,17 +586,69 @@ def _charlist(value: Term) -> str | None:
     return None
 
 
-def _doc(term: Term) -> tuple[str | None, bool]:
-    """`%{"en" => text}` -> (text, False); `:none` -> (None, False); `:hidden` -> (None, True)."""
-    if term == Atom("none"):
-        return None, False
-    if term == Atom("hidden"):
-        return None, True
-    if not isinstance(term, dict) or not term:
-        raise _Shape("a doc is neither a language map, :none nor :hidden")
-    # English when present, otherwise the first language in a stable order.
-    key = b"en" if b"en" in term else min(term, key=repr)
-    return _text(term[key], "doc"), False
+@frozen
+class _DocReader:
+    """How one chunk's docs read: markdown or erlang+html, Elixir's rules or Erlang's."""
+
+    module: str
+    html: bool
+    erlang: bool
+
+    def doc(self, term: Term) -> tuple[str | None, bool]:
+        """`%{"en" => text}` -> (text, False); `:none` -> (None, False); `:hidden` ->
+        (None, True). Erlang's empty map (erl_docgen's shared docs) is `:none`."""
+        if term == Atom("none") or (self.erlang and term == {}):
+            return None, False
+        if term == Atom("hidden"):
+            return None, True
+        if not isinstance(term, dict) or not term:
+            raise _Shape("a doc is neither a language map, :none nor :hidden")
+        # English when present, otherwise the first language in a stable order.
+        key = b"en" if b"en" in term else min(term, key=repr)
+        if not self.html:
+            return _text(term[key], "doc"), False
+        try:
+            text = erlang_html.to_markdown(term[key], module=self.module)
+        except IngestError as exc:
+            raise _Shape(str(exc)) from exc
+        return (text or None), False  # an empty <p/>: erl_docgen's way to say nothing
+
+
+def _merged(entries: list[DocEntry]) -> tuple[DocEntry, ...]:
+    """One entry per {Kind, Name, Arity}: erl_docgen writes one per documented clause group
+    (`erlang:system_info/1` has nine), which shell_docs shows one after the other."""
+    groups: dict[tuple[str, str, int], list[DocEntry]] = {}
+    for entry in entries:
+        groups.setdefault((entry.kind, entry.name, entry.arity), []).append(entry)
+    return tuple(group[0] if len(group) == 1 else _merge(group) for group in groups.values())
+
+
+def _merge(group: list[DocEntry]) -> DocEntry:
+    docs = [e.doc for e in group if e.doc is not None]
+    return evolve(
+        group[0],
+        doc="\n\n".join(docs) if docs else None,
+        hidden=all(e.hidden for e in group),
+        signatures=tuple(s for e in group for s in e.signatures),
+    )
+
+
+def _with_equiv(entries: tuple[DocEntry, ...]) -> tuple[DocEntry, ...]:
+    texts = erlang_docs.equiv_docs(entries)
+    return tuple(evolve(e, doc=texts[i]) if i in texts else e for i, e in enumerate(entries))
+
+
+def _mark_opaque(docs: BeamDocs, opaque: frozenset[tuple[str, int]]) -> BeamDocs:
+    """Type entries ExDoc calls opaque get `opaque: true`, as Elixir writes it."""
+    if not opaque:
+        return docs
+    entries = tuple(
+        evolve(e, metadata={**e.metadata, "opaque": True})
+        if e.kind == "type" and (e.name, e.arity) in opaque
+        else e
+        for e in docs.entries
+    )
+    return evolve(docs, entries=entries)
 
 
 def _metadata(term: Term) -> dict[str, Any]:

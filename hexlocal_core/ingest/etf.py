@@ -118,6 +118,32 @@ def decode(
     return _Decoder(body, max_depth, max_terms).decode_all()
 
 
+def term_body(data: bytes, *, max_uncompressed: int = MAX_UNCOMPRESSED) -> bytes:
+    """The encoded term after the version byte, inflated when compressed: what `decode_at`
+    reads, for a caller that looks for one small term inside a large one.
+
+    :raises IngestError: no version byte, or a compressed term beyond the caps.
+    """
+    if len(data) < 2 or data[0] != VERSION:
+        raise IngestError("ETF: input does not start with a version byte")
+    return _inflate(data, max_uncompressed) if data[1] == COMPRESSED else data[1:]
+
+
+def decode_at(
+    body: bytes, pos: int, *, max_depth: int = MAX_DEPTH, max_terms: int = TERMS_BASE
+) -> tuple[Term, int]:
+    """Decode the one term that starts at `pos` of a `term_body`; returns it and the offset
+    just past it. At most `max_terms` terms are decoded.
+
+    :raises IngestError: the bytes at `pos` are not a well-formed term within the limits.
+    """
+    if not 0 <= pos < len(body):
+        raise IngestError(f"ETF: offset {pos} is outside the {len(body)} bytes of the term")
+    decoder = _Decoder(body, max_depth, max_terms)
+    decoder.pos = pos
+    return decoder.term(0), decoder.pos
+
+
 def _inflate(data: bytes, limit: int) -> bytes:
     """Inflate a compressed term, trusting neither the declared size nor the stream."""
     if len(data) < 6:
