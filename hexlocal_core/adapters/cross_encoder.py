@@ -77,7 +77,7 @@ class RerankerOptions:
     # 360 characters of a chunk; over the shared corpus's 20,973 chunks and the 1,021 eval
     # queries those pairs are 135 word pieces at p50, 435 at p99: a cut at 128 truncates
     # the passage of 54% of them (more than half of it in 30%: pasted errors are long
-    # queries), 512 truncates 0.3%, for ~1.4x the CPU per call (bench_rerank_length.py).
+    # queries), 512 truncates 0.3%, for 1.4-1.5x the CPU per call (bench_rerank_length.py).
     max_length: int | None = None
     threads: int = 2
     max_padding: float = 0.2  # pairs are grouped by length; see onnx_runtime.plan_batches
