@@ -28,9 +28,7 @@ files are uploaded into at start. The CAS speaks Xet's V2 reconstruction API:
     GET  /cas/xorbs/{xorb hash}               `Range: bytes=a-b` of a xorb: chunk headers + data
     POST /cas/v1/telemetry                    200
 
-Each file is cut into 64 KiB chunks, stored uncompressed, 1024 chunks to a xorb. Xorb
-hashes are opaque to the client; a per-server nonce keeps one test's chunks out of
-another's hf_xet chunk cache.
+How a file is laid out in xorbs is tests/fakes/xet_storage.py's.
 
 Every request is recorded. Faults per file name (fnmatch), optionally for the first N
 requests only: an HTTP status, a stall (sleep before answering, or after `stall_after`
@@ -54,18 +52,16 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO, Self
+from typing import Self
 
 from aiohttp import web
 from attrs import define, field, frozen
 
 from tests.fakes.loopback import AsyncServerContext, root_url, serve
+from tests.fakes.xet_storage import Xorb, reconstruction, store, xorb_reader, xorb_size
 
 COMMIT = "c0ffee" + "0" * 34  # a 40-hex commit id, like the hub's
 XET_FILES = ("*.safetensors", "*.onnx")
-CHUNK = 64 * 1024  # bytes per Xet chunk
-XORB_CHUNKS = 1024  # chunks per xorb: 64 MiB, the real client's limit too
-_HEADER = 8  # a chunk's header in a xorb: version, 3-byte length, scheme, 3-byte length
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 _BLOCK = 1 << 16
 _COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -100,20 +96,13 @@ class HubFault:
 
 
 @frozen
-class _Xorb:
-    hash: str
-    first_chunk: int  # index of its first chunk in the file
-    chunks: int
-
-
-@frozen
 class _File:
     name: str
     path: Path
     size: int
     sha256: str
     xet_hash: str | None = None
-    xorbs: tuple[_Xorb, ...] = ()
+    xorbs: tuple[Xorb, ...] = ()
 
 
 def _describe(name: str, path: Path) -> _File:
@@ -125,17 +114,8 @@ def _describe(name: str, path: Path) -> _File:
 
 
 def _in_xet(found: _File, nonce: str) -> _File:
-    """`found` as Xet storage holds it (see the module docstring)."""
-    chunks = -(-found.size // CHUNK)
-    xorbs = tuple(
-        _Xorb(
-            hashlib.sha256(f"{nonce}:{found.sha256}:{first}".encode()).hexdigest(),
-            first,
-            min(XORB_CHUNKS, chunks - first),
-        )
-        for first in range(0, chunks, XORB_CHUNKS)
-    )
-    xet_hash = hashlib.sha256(f"{nonce}:{found.sha256}".encode()).hexdigest()
+    """`found` as Xet storage holds it (see tests/fakes/xet_storage.py)."""
+    xet_hash, xorbs = store(found.size, found.sha256, nonce)
     return _File(found.name, found.path, found.size, found.sha256, xet_hash, xorbs)
 
 
@@ -154,7 +134,7 @@ class FakeHub(AsyncServerContext):
     faults: list[HubFault] = field(factory=list)
     requests: list[HubRequest] = field(factory=list)
     _files: dict[str, dict[str, _File]] = field(factory=dict)
-    _xorbs: dict[str, tuple[_File, _Xorb]] = field(factory=dict)
+    _xorbs: dict[str, tuple[_File, Xorb]] = field(factory=dict)
     _by_xet_hash: dict[str, _File] = field(factory=dict)
     _runner: web.AppRunner | None = None
 
@@ -385,7 +365,8 @@ class FakeHub(AsyncServerContext):
         first, last = _range(request.headers.get("Range"), found.size)
         if first >= found.size:
             return web.Response(status=416)
-        return web.json_response(_reconstruction(self.url, found, first, last))
+        cas = f"{self.url}/cas"
+        return web.json_response(reconstruction(cas, found.size, found.xorbs, first, last))
 
     async def _xorb(self, request: web.Request) -> web.StreamResponse:
         self._record(request)
@@ -393,14 +374,14 @@ class FakeHub(AsyncServerContext):
         if entry is None:
             return web.Response(status=404)
         found, xorb = entry
-        size = _xorb_size(found, xorb)
+        size = xorb_size(found.size, xorb)
         first, last = _range(request.headers.get("Range"), size)
         fault = self._fault("CAS", found.name)
         response = web.StreamResponse(status=206)
         response.content_length = last - first + 1
         await response.prepare(request)
         with found.path.open("rb") as fh:
-            read = _xorb_reader(fh, found, xorb)
+            read = xorb_reader(fh, found.size, xorb)
             await _stream(response, read, first, last + 1, fault)
         await response.write_eof()
         return response
@@ -422,57 +403,6 @@ def _range(value: str | None, size: int) -> tuple[int, int]:
         return 0, size - 1
     last = int(match.group(2)) if match.group(2) else size - 1
     return int(match.group(1)), min(last, size - 1)
-
-
-def _chunk_length(found: _File, index: int) -> int:
-    return min(CHUNK, found.size - index * CHUNK)
-
-
-def _xorb_size(found: _File, xorb: _Xorb) -> int:
-    last = xorb.first_chunk + xorb.chunks - 1
-    return (xorb.chunks - 1) * (_HEADER + CHUNK) + _HEADER + _chunk_length(found, last)
-
-
-def _reconstruction(base: str, found: _File, first: int, last: int) -> dict[str, object]:
-    """Xet's V2 answer for bytes first..last (inclusive) of `found`."""
-    first_chunk, last_chunk = first // CHUNK, last // CHUNK
-    terms: list[dict[str, object]] = []
-    xorbs: dict[str, list[dict[str, object]]] = {}
-    for xorb in found.xorbs:
-        start = max(first_chunk, xorb.first_chunk) - xorb.first_chunk
-        end = min(last_chunk + 1, xorb.first_chunk + xorb.chunks) - xorb.first_chunk
-        if start >= end:
-            continue
-        lengths = [_chunk_length(found, xorb.first_chunk + i) for i in range(start, end)]
-        byte_end = end * (_HEADER + CHUNK) - (CHUNK - lengths[-1]) - 1
-        span = {"start": start, "end": end}
-        terms.append({"hash": xorb.hash, "unpacked_length": sum(lengths), "range": span})
-        fetch = {"chunks": span, "bytes": {"start": start * (_HEADER + CHUNK), "end": byte_end}}
-        xorbs[xorb.hash] = [{"url": f"{base}/cas/xorbs/{xorb.hash}", "ranges": [fetch]}]
-    return {"offset_into_first_range": first - first_chunk * CHUNK, "terms": terms, "xorbs": xorbs}
-
-
-def _xorb_reader(fh: BinaryIO, found: _File, xorb: _Xorb) -> Callable[[int, int], bytes]:
-    """Reads `n` bytes of the serialised xorb from `position`: each chunk is its 8-byte
-    header (uncompressed: both lengths equal) followed by its bytes."""
-
-    def read(position: int, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            local, within = divmod(position + len(out), _HEADER + CHUNK)
-            index = xorb.first_chunk + local
-            length = _chunk_length(found, index)
-            if local >= xorb.chunks or within >= _HEADER + length:
-                break
-            size = length.to_bytes(3, "little")
-            if within < _HEADER:
-                out += (bytes([0]) + size + bytes([0]) + size)[within:]
-                continue
-            fh.seek(index * CHUNK + within - _HEADER)
-            out += fh.read(min(n - len(out), _HEADER + length - within))
-        return bytes(out[:n])
-
-    return read
 
 
 async def _stream(
