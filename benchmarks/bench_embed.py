@@ -8,7 +8,7 @@
               ~1000 characters (the worst case: all reach the 256-token window) and
               passages drawn from the whole chunk mix; with the stand-in cross-encoder
               checkpoint the tests use (same architecture and size as
-              ms-marco-MiniLM-L-6-v2) or a real one from `--rerank-dir`.
+              ms-marco-MiniLM-L6-v2) or a real one from `--rerank-dir`.
 
 Wall times on a shared machine are noisy, so each row also shows the CPU milliseconds one
 operation (a chunk, a query, a rerank call) cost, and the load average before and after.

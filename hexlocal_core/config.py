@@ -28,7 +28,7 @@ T = TypeVar("T")
 # paired interval of [-0.008, +0.005] over 781 eval queries (docs/decisions.md). An index
 # built by fp32 keeps it until `hexlocal reindex` (`Settings.served_with`).
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2@int8"
-DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 DEFAULT_AI_API_URL = "https://api.mistral.ai/v1"
 DEFAULT_HEX_API_URL = "https://hex.pm/api"
 DEFAULT_HEX_MIRROR = "https://repo.hex.pm"

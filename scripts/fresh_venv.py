@@ -38,7 +38,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 EMBED_REPO = "sentence-transformers/all-MiniLM-L6-v2"
-RERANK_REPO = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+RERANK_REPO = "cross-encoder/ms-marco-MiniLM-L6-v2"
 QUERY = ("jason", "decode keys to atoms", "1.4.4")
 SEARCH_TIMEOUT_S = 300.0
 SCRIPT_TIMEOUT_S = 30.0
@@ -244,8 +244,9 @@ def loopback_server(args: Sequence[str | Path], log: Path) -> Iterator[str]:
 
 
 def model_folders(work: Path) -> dict[str, Path]:
-    """The hub's two repos: the model package's real MiniLM files, and the tests' same-
-    shaped cross-encoder stand-in (MiniLM's encoder plus a seeded head), cached."""
+    """The hub's two repos, as `REPO@COMMIT` (the commit hexlocal pins each to): the model
+    package's real MiniLM files, and the tests' same-shaped cross-encoder stand-in
+    (MiniLM's encoder plus a seeded head), cached."""
     sys.path.insert(0, str(REPO))
     from hexlocal_core.adapters import model_sources
 
@@ -259,7 +260,8 @@ def model_folders(work: Path) -> dict[str, Path]:
         write_stand_in_reranker(work / "reranker")
         shutil.rmtree(rerank, ignore_errors=True)
         shutil.copytree(work / "reranker", rerank)
-    return {EMBED_REPO: embed, RERANK_REPO: rerank}
+    pins = model_sources.PINNED_REVISIONS
+    return {f"{EMBED_REPO}@{pins[EMBED_REPO]}": embed, f"{RERANK_REPO}@{pins[RERANK_REPO]}": rerank}
 
 
 # ------------------------------------------------------------------------ first run

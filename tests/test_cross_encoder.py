@@ -14,6 +14,7 @@ from hexlocal_core.adapters.cross_encoder import (
     LocalCrossEncoder,
     RerankerOptions,
     build_local_reranker,
+    input_length,
 )
 from hexlocal_core.adapters.local_embedder import LocalEmbedder
 from hexlocal_core.adapters.model_sources import Which
@@ -31,7 +32,7 @@ PASSAGES = [
     "Supervisors start, stop and restart their children. " * 20,
     "Jason.decode!/2 raises Jason.DecodeError when the input is not valid JSON.",
 ]
-MODEL_ID = "local:cross-encoder/ms-marco-MiniLM-L-6-v2"
+MODEL_ID = "local:cross-encoder/ms-marco-MiniLM-L6-v2"
 
 
 class Usage:
@@ -82,7 +83,9 @@ def test_scores_equal_the_classification_head_on_the_encoder(
     folder = stand_in_reranker_dir
     assert local_embedder.files is not None
     encoder = local_embedder.files.onnx_path
-    tokenizer = load_tokenizer(folder / "tokenizer.json", RerankerOptions().max_length, pairs=True)
+    assert reranker.files is not None
+    length = input_length(RerankerOptions(), reranker.files)
+    tokenizer = load_tokenizer(folder / "tokenizer.json", length, pairs=True)
     encodings = [tokenizer.encode(QUERY, p) for p in PASSAGES]
     ids, mask = pad([e.ids for e in encodings])
     types, _ = pad([e.type_ids for e in encodings])
@@ -96,8 +99,8 @@ def test_scores_equal_the_classification_head_on_the_encoder(
 
 def test_passage_is_truncated_and_query_kept(reranker: LocalCrossEncoder) -> None:
     long_passage = "The supervisor restarts the child process after a crash. " * 400
-    short, long = reranker.score_sync(QUERY, [long_passage[:2000], long_passage])
-    assert short == pytest.approx(long, abs=1e-5)  # beyond 256 tokens nothing counts
+    short, long = reranker.score_sync(QUERY, [long_passage[:4000], long_passage])
+    assert short == pytest.approx(long, abs=1e-5)  # beyond 512 tokens nothing counts
     # A query longer than the window still scores (truncated from both sides instead).
     (score,) = reranker.score_sync("GenServer " * 400, ["a passage"])
     assert np.isfinite(score)
@@ -133,7 +136,7 @@ async def test_absent_model_names_the_fix_and_is_not_a_failed_call(tmp_path: Pat
     with pytest.raises(ModelUnavailable) as info:
         await reranker.score(QUERY, PASSAGES)
     message = str(info.value)  # the tests run with HF_HUB_OFFLINE=1
-    assert "cross-encoder/ms-marco-MiniLM-L-6-v2" in message and "unset HF_HUB_OFFLINE" in message
+    assert "cross-encoder/ms-marco-MiniLM-L6-v2" in message and "unset HF_HUB_OFFLINE" in message
     assert "AI_RERANK_MODEL=off" in message and not info.value.pending
     assert not reranker.loaded and usage.events == []  # absence is not a failure
 
@@ -225,6 +228,42 @@ def test_int8_used_only_when_it_agrees_enough(
     scores = reranker.score_sync(QUERY, PASSAGES)
     assert reranker.quantized is quantized
     assert len(scores) == len(PASSAGES) and np.isfinite(scores).all()
+
+
+def test_the_model_reads_its_own_length(reranker: LocalCrossEncoder) -> None:
+    """The engine's passages (title line + 360 characters) reach 268 word pieces with a
+    query: the default reads them whole, so a passage's words past 128 pieces count."""
+    assert reranker.files is not None and reranker.files.positions == 512
+    assert input_length(RerankerOptions(), reranker.files) == 512
+    head = "GenServer.call/3 makes a synchronous call and waits for the reply. " * 9
+    cut = reranker.score_sync(QUERY, [head, head + "Supervisors restart crashed children."])
+    assert cut[0] != pytest.approx(cut[1], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("option", "sbert", "positions", "expected"),
+    [
+        (None, None, 512, 512),  # the position embeddings: the longest input there is
+        (None, 256, 512, 256),  # sentence_bert_config.json's max_seq_length, when given
+        (None, None, None, 512),  # a graph without config.json: BERT's 512
+        (32, None, 512, 32),  # an explicit cut
+        (1000, None, 512, 512),  # never past the graph's positions
+    ],
+)
+def test_input_length(
+    option: int | None, sbert: int | None, positions: int | None, expected: int, tmp_path: Path
+) -> None:
+    files = model_sources.ModelFiles(
+        which=Which.RERANKER,
+        name="x/y",
+        onnx_path=tmp_path / "model.onnx",
+        tokenizer_path=tmp_path / "tokenizer.json",
+        source="local folder",
+        detail=str(tmp_path),
+        max_length=sbert,
+        positions=positions,
+    )
+    assert input_length(RerankerOptions(max_length=option), files) == expected
 
 
 def test_options_are_used(stand_in_reranker_dir: Path) -> None:

