@@ -47,6 +47,7 @@ BASE: dict[str, dict[str, Any]] = {
     "search_github_issues": {"query": "session", "repo": "zoedsoupe/anubis-mcp"},
     "get_token_usage": {},
     "diff_versions": {"package": "jason", "from_version": "1.4.4", "to_version": "1.4.5"},
+    "upgrade_impact": {"package": "jason", "to_version": "1.4.5", "from_version": "1.4.4"},
 }
 
 # Arguments a case also changes, for the argument to be the one in effect.
@@ -138,6 +139,17 @@ CASES: list[tuple[str, str, Any, str]] = [
     ("get_docs", "identifier", "Jason.nope/9", OK),  # a not_found notice, not an error
     ("get_docs", "package", "no_such_pkg", r"no_such_pkg"),
     ("get_docs", "version", "9.9.9", r"9\.9\.9"),
+    ("get_docs", "package", "erlang", r"no package found"),  # Jason is no OTP module
+    ("get_docs", "identifier", ":no_such_module.f/1", OK),  # not in jason: a notice
+    # upgrade_impact
+    ("upgrade_impact", "package", "", r"package"),
+    ("upgrade_impact", "package", "Bad Name", r"package name|Bad Name"),
+    ("upgrade_impact", "package", MB, r"package"),
+    ("upgrade_impact", "to_version", "9.9.9", r"9\.9\.9"),
+    ("upgrade_impact", "to_version", "1.4\x00.5", r"version|1\.4"),
+    ("upgrade_impact", "to_version", MB[:100_000], r"version"),
+    ("upgrade_impact", "from_version", "not-a-version", r"not-a-version"),
+    ("upgrade_impact", "from_version", "0.0.1", r"0\.0\.1"),
     # ingestion_status
     ("ingestion_status", "package", 42, r"package"),
     ("ingestion_status", "package", "Bad Name", r"package name|Bad Name"),
