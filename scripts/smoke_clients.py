@@ -148,7 +148,7 @@ class Smoke:
         return ok
 
     def mcp_config(self, client: str, *args: str, cwd: Path | None = None) -> str:
-        log = self.work / "logs" / f"{client}{'-'.join(('', *args))}.log".replace(" ", "")
+        log = self.work / "logs" / f"{'-'.join([client, *(a.lstrip('-') for a in args)])}.log"
         done = run(
             [str(self.python.parent / "hexlocal"), "mcp-config", client, *args],
             env=self.env(MCP_LOG_FILE=str(log)),
@@ -158,7 +158,7 @@ class Smoke:
         if done.rc != 0:
             raise Failed(f"mcp-config exited {done.rc}: {done.err.strip()[-400:]}")
         self.logs[client] = log
-        return done.out
+        return done.out.strip()
 
     def expect_log(self, client: str, project: Path) -> str:
         """The server's first log line names the index of `project`: its env arrived."""
