@@ -214,19 +214,21 @@ def mcp_config(
         raise click.UsageError("--scope local is Claude Code's, with --add-json")
     root = (project or Path(server_environment().get("PROJECT_ROOT") or ".")).expanduser()
     root = root.absolute()
+    claude_scope = scope or "local"
+    if add_json:  # Claude's local and project scopes both name this project
+        where = Scope.USER if claude_scope == "user" else Scope.PROJECT
+    else:
+        where = Scope(scope) if scope else client.default_scope
+    # Known before uvx's cache is filled (minutes, the first time): a usage error is not.
+    path = None if add_json else target_file(client, where, root, file)
     command, why = chosen_command(uvx_from)
     startup = mcp_clients.CODEX_STARTUP_UVX_S if "--offline" in command else None
     server = Server(command, server_settings(root), root, startup or mcp_clients.CODEX_STARTUP_S)
-    if add_json:
-        claude_scope = scope or "local"
-        place = Scope.USER if claude_scope == "user" else Scope.PROJECT
-        entry = mcp_clients.build_entry(client, place, server, Secrets(secrets))
+    entry = mcp_clients.build_entry(client, where, server, Secrets(secrets))
+    if path is None:
         click.echo(claude_add_json(entry, claude_scope))
         _notes(tuple(n for n in entry.notes if n != client.note), why, root)
         return
-    where = Scope(scope) if scope else client.default_scope
-    entry = mcp_clients.build_entry(client, where, server, Secrets(secrets))
-    path = target_file(client, where, root, file)
     if not write:
         click.echo(mcp_clients.document(client, entry), nl=False)
         click.echo(f"{client.title}: merge this into {path} (or rerun with --write)", err=True)

@@ -479,3 +479,10 @@ def test_uvx_from_a_missing_wheel_is_a_usage_error(project: Path) -> None:
     assert "nope.whl does not exist" in result.output
     assert result.stdout == ""
     assert "Traceback" not in result.output
+
+
+def test_a_usage_error_comes_before_uvxs_cache_is_filled(project: Path, fake_uvx: Path) -> None:
+    url = "git+https://example.org/hexlocal.git"
+    result = invoke("vscode", "--project", str(project), "--scope", "user", "--uvx-from", url)
+    assert result.exit_code == 2 and "VS Code has no user config" in result.output
+    assert not fake_uvx.exists()  # minutes of downloads, the first time: not for an error
