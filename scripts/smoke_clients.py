@@ -49,11 +49,15 @@ sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO))
 
 from smoke_drivers import (  # noqa: E402
+    Failed,
     JsonLines,
     mcp_tools,
+    node_major,
+    npm_install,
     run,
     strip_ansi,
     terminal_session,
+    versions,
 )
 
 PACKAGES = {
@@ -88,10 +92,6 @@ class Report:
     @property
     def ok(self) -> bool:
         return bool(self.steps) and all(s.ok for s in self.steps)
-
-
-class Failed(Exception):
-    """A check failed; the message says what the client answered."""
 
 
 class Smoke:
@@ -381,51 +381,6 @@ def _control_reply(request_id: str) -> Callable[[Mapping[str, Any]], bool]:
 # ---------------------------------------------------------------------------- setup
 
 
-def npm_install(prefix: Path, packages: Sequence[str], report: Report) -> None:
-    """The clients into a private prefix; npm's own registry settings apply."""
-    npm = shutil.which("npm")
-    if npm is None:
-        raise Failed("npm is not installed (Node.js 20 or newer is needed)")
-    prefix.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    done = run(
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(prefix),
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-            *(f"{p}@latest" for p in packages),
-        ],
-        env=dict(os.environ),
-        cwd=prefix,
-        timeout=NPM_TIMEOUT_S,
-    )
-    report.install_s = round(time.perf_counter() - started, 1)
-    if done.rc != 0:
-        raise Failed(f"npm install exited {done.rc}: {done.tail()}")
-
-
-def versions(prefix: Path, packages: Mapping[str, str]) -> dict[str, str]:
-    found = {}
-    for client, package in packages.items():
-        manifest = prefix / "node_modules" / package / "package.json"
-        if manifest.is_file():
-            found[client] = json.loads(manifest.read_text())["version"]
-    return found
-
-
-def node_major() -> int:
-    node = shutil.which("node")
-    if node is None:
-        return 0
-    done = run([node, "--version"], env=dict(os.environ), cwd=Path.cwd(), timeout=30)
-    match = re.match(r"v(\d+)", done.out.strip())
-    return int(match.group(1)) if match else 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="comma-separated clients (default: all)")
@@ -450,7 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if node_major() < 20:
             raise Failed("Node.js 20 or newer is needed (Gemini CLI's minimum)")
         print(f"npm install into {prefix} ...", flush=True)
-        npm_install(prefix, [PACKAGES[c] for c in chosen], report)
+        report.install_s = npm_install(prefix, [PACKAGES[c] for c in chosen], NPM_TIMEOUT_S)
         report.versions = versions(prefix, {c: PACKAGES[c] for c in chosen})
         print(f"installed in {report.install_s:.1f} s: {report.versions}", flush=True)
         smoke = Smoke(work, prefix, python, report)

@@ -1,5 +1,6 @@
 """Bounded ways to drive a client process for scripts/smoke_clients.py: run to completion,
-talk JSON lines over its stdio, or type into it through a pseudo-terminal.
+talk JSON lines over its stdio, or type into it through a pseudo-terminal; and the
+clients' install into a private npm prefix.
 
 Every process starts in a session of its own and is killed with its whole group when it
 runs out of time or the caller is done, so the MCP servers a client started never
@@ -14,6 +15,7 @@ import pty
 import queue
 import re
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -25,6 +27,10 @@ from types import TracebackType
 from typing import Any
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]")
+
+
+class Failed(Exception):
+    """A check failed; the message says what the client answered."""
 
 
 def strip_ansi(text: str) -> str:
@@ -235,3 +241,51 @@ def _drain(fd: int) -> bytes:
             break
         out += data
     return out
+
+
+# --------------------------------------------------------------------- the clients
+
+
+def npm_install(prefix: Path, packages: Sequence[str], timeout: float) -> float:
+    """The clients into a private prefix (npm's own registry settings apply); seconds."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise Failed("npm is not installed (Node.js 20 or newer is needed)")
+    prefix.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    done = run(
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(prefix),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            *(f"{p}@latest" for p in packages),
+        ],
+        env=dict(os.environ),
+        cwd=prefix,
+        timeout=timeout,
+    )
+    if done.rc != 0:
+        raise Failed(f"npm install exited {done.rc}: {done.tail()}")
+    return round(time.perf_counter() - started, 1)
+
+
+def versions(prefix: Path, packages: Mapping[str, str]) -> dict[str, str]:
+    found = {}
+    for client, package in packages.items():
+        manifest = prefix / "node_modules" / package / "package.json"
+        if manifest.is_file():
+            found[client] = json.loads(manifest.read_text())["version"]
+    return found
+
+
+def node_major() -> int:
+    node = shutil.which("node")
+    if node is None:
+        return 0
+    done = run([node, "--version"], env=dict(os.environ), cwd=Path.cwd(), timeout=30)
+    match = re.match(r"v(\d+)", done.out.strip())
+    return int(match.group(1)) if match else 0

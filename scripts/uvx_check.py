@@ -102,8 +102,8 @@ def simple_index(house: Path) -> Iterator[str]:
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def end_headers(self) -> None:
-        # As the real index's pages once their max-age is over (10 min on PyPI): uv must
-        # ask again on each start, so a start without network shows what it does then.
+        # As the real index's pages once their max-age (10 minutes) is over: uv must ask
+        # again on each start, so a start without network shows what it does then.
         self.send_header("Cache-Control", "max-age=0, must-revalidate")
         super().end_headers()
 
