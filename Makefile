@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 # Where `make install` links the console scripts; ~/.local/bin is on PATH in most shells.
 PREFIX ?= $(HOME)/.local/bin
 
-.PHONY: test demo check lint typecheck bench setup install uninstall smoke
+.PHONY: test demo check lint typecheck bench setup install uninstall smoke clients
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -59,3 +59,10 @@ demo: $(STAMP)
 # (no model package), then a first search against loopback stand-ins for hex.pm and the hub.
 smoke: $(STAMP)
 	scripts/smoke_wheel.sh
+
+# The MCP clients people use, from npm (Claude Code, Codex, Gemini CLI, opencode) in a
+# private prefix: each gets its entry from `hexlocal mcp-config --write` and is asked with
+# its own commands whether it reaches hexlocal and lists its tools (no model key).
+# Needs Node.js 20+ and npm; about a minute once the clients are installed.
+clients: $(STAMP)
+	PYTHON=$(BIN)/python $(BIN)/python scripts/smoke_clients.py

@@ -18,6 +18,7 @@ import click
 from rich.markup import escape
 
 from hexlocal_cli import common
+from hexlocal_core import install
 from hexlocal_core.config import Settings
 from hexlocal_core.redact import redact_url, redact_urls
 
@@ -56,9 +57,12 @@ def doctor(as_json: bool) -> None:
     database that cannot be opened. Unreachable remote services are warnings: indexed
     packages still work offline.
     """
-    settings = common.load_settings()
+    # The values the MCP server runs with: the CLI's own (`load_settings`) wait an hour for
+    # an ingestion, which is not what a user reading doctor about the server should see.
+    settings = Settings.from_env()
     models = _model_statuses(settings)
     checks = [
+        _install_check(),
         *_settings_checks(settings),
         _lock_check(settings),
         *_database_checks(settings),
@@ -78,7 +82,8 @@ def doctor(as_json: bool) -> None:
 
 def _print(settings: Settings, checks: list[Check]) -> None:
     console = common.out()
-    table = common.table("setting", "value", title="Resolved settings")
+    title = "Resolved settings (as the MCP server reads them)"
+    table = common.table("setting", "value", title=title)
     for name, value in settings.describe().items():
         table.add_row(name, escape(shown(value)))
     console.print(table)
@@ -93,6 +98,13 @@ def _print(settings: Settings, checks: list[Check]) -> None:
 
 
 # -- local checks -----------------------------------------------------------------------------
+
+
+def _install_check() -> Check:
+    """How hexlocal was installed: the fixes it prints (models, upgrades) depend on it."""
+    here = install.detect()
+    source = f", from {here.source}" if here.source else ""
+    return Check("installation", OK, f"{here.kind} ({here.prefix}{source})")
 
 
 def _settings_checks(settings: Settings) -> list[Check]:

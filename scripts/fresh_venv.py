@@ -13,6 +13,11 @@ is the same `pip install <wheel>` resolving the same declared dependencies, but 
 wheelhouse cached per dependency list (`pip download` once, then `--no-index
 --find-links`), so a repeated smoke fits in its budget; a new dependency refreshes it.
 
+Last, the uvx form (scripts/uvx_check.py): `hexlocal mcp-config --uvx-from <wheel>` in the
+fresh venv, with uv from the package index (`pip install uv`, in a cached venv) and a
+fresh uv cache; the `uvx --offline` command it writes must answer initialize with no
+network.
+
     python scripts/fresh_venv.py [--from-index] [--wheel FILE] [--keep] [--json FILE]
 """
 
@@ -37,6 +42,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+
+import uvx_check  # noqa: E402  (scripts/ is not a package)
+
 EMBED_REPO = "sentence-transformers/all-MiniLM-L6-v2"
 RERANK_REPO = "cross-encoder/ms-marco-MiniLM-L6-v2"
 QUERY = ("jason", "decode keys to atoms", "1.4.4")
@@ -68,6 +77,10 @@ class Report:
     notices: list[dict[str, Any]] = field(default_factory=list)
     stderr_tail: list[str] = field(default_factory=list)
     mcp: dict[str, str] = field(default_factory=dict)  # check -> "ok" or the problem
+    uvx_first_s: float = 0.0  # mcp-config --uvx-from: uv's cache filled
+    uvx_init_s: float = 0.0  # the generated `uvx --offline` command, no network: initialize
+    installed_init_s: float = 0.0  # the installed hexlocal-mcp, the same way
+    uvx: str = ""  # "ok" or the problem
     failures: list[str] = field(default_factory=list)
 
     @property
@@ -359,6 +372,32 @@ def _script_verdict(done: subprocess.CompletedProcess[str], expected: str) -> st
     return "ok"
 
 
+def check_uvx(
+    report: Report, venv: Path, wheel: Path, env: Mapping[str, str], cwd: Path, house: Path | None
+) -> None:
+    """`mcp-config --uvx-from <wheel>` writes `uvx --offline ...`, which must then answer
+    initialize with every route to a package index closed; the installed command is timed
+    alike for comparison (benchmarks/bench_client_start.py repeats it)."""
+    base = getattr(sys, "_base_executable", "") or sys.executable
+    try:
+        uv_bin = uvx_check.uv_tools(cache_root(), base)
+        hexlocal = venv_bin(venv, "hexlocal")
+        with ExitStack() as stack:
+            index = stack.enter_context(uvx_check.simple_index(house)) if house else None
+            shell = uvx_check.uv_env(env, uv_bin, cwd.parent / "uv-cache", base, index)
+            generated = uvx_check.generated_command
+            command, report.uvx_first_s = timed(generated, hexlocal, wheel, shell, cwd)
+        # The loopback index is gone now, as a laptop's index is when it is offline.
+        closed = uvx_check.offline(shell)
+        report.uvx_init_s = round(uvx_check.initialize_s(command, closed, cwd), 2)
+        installed = [str(venv_bin(venv, "hexlocal-mcp"))]
+        report.installed_init_s = round(uvx_check.initialize_s(installed, closed, cwd), 2)
+        report.uvx = "ok"
+    except (uvx_check.UvxError, subprocess.SubprocessError, OSError, ValueError) as exc:
+        report.uvx = str(exc)
+        report.failures.append(f"uvx form: {exc}")
+
+
 def wheel_version(wheel: Path) -> str:
     return wheel.name.split("-")[1]
 
@@ -398,6 +437,9 @@ def run_fresh(
             _, report.mcp_s = timed(
                 check_mcp_script, report, venv, env, home / "project", wheel_version(wheel)
             )
+            say("the uvx form: mcp-config --uvx-from, then its start with no network ...")
+            house = None if from_index else wheelhouse(wheel)
+            check_uvx(report, venv, wheel, env, home / "project", house)
             say("stopping the fakes ...")
     except SmokeError as exc:
         report.failures.append(str(exc))
@@ -425,6 +467,12 @@ def describe(report: Report) -> str:
     lines += [f"notice         {n.get('code')}: {n.get('message')}" for n in report.notices]
     lines.append(f"mcp checks     {report.mcp_s:6.1f} s")
     lines += [f"mcp {flag:<11}{verdict}" for flag, verdict in report.mcp.items()]
+    lines += [
+        f"uvx first run  {report.uvx_first_s:6.1f} s  (mcp-config --uvx-from: uv's cache filled)",
+        f"uvx offline    {report.uvx_init_s:6.2f} s  to initialize, no network "
+        f"(installed hexlocal-mcp: {report.installed_init_s:.2f} s)",
+        f"uvx form       {report.uvx or '-'}",
+    ]
     lines += [f"FAILED         {failure}" for failure in report.failures]
     lines.append("smoke: OK" if report.ok else f"smoke: FAILED ({len(report.failures)})")
     return "\n".join(lines)

@@ -4,6 +4,8 @@
 # loopback fake Hex and fake Hugging Face hub from this checkout, then in the fresh venv:
 #   hexlocal search jason "decode keys to atoms" --version 1.4.4 --json   -> a hit with a hexdocs_url
 #   hexlocal-mcp --help / --version                                         -> print and exit
+#   hexlocal mcp-config claude-code --uvx-from <wheel>   -> `uvx --offline ...`, uv's cache filled
+#   that uvx command with every route to a package index closed             -> answers initialize
 # and print each step's seconds. Exit 1 when any step fails.
 #
 #   scripts/smoke_wheel.sh [--from-index] [--wheel FILE] [--keep] [--json FILE]

@@ -223,6 +223,18 @@ async def test_doctor_reports_unreachable_remotes_but_exits_0(
     assert "sk-secret-value" not in result.stdout
 
 
+async def test_doctor_shows_the_values_the_mcp_server_uses(
+    cli_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI itself waits up to an hour for an ingestion; the server's budget is its own
+    (INGEST_TIMEOUT_MS, 25 s by default), and that is what doctor shows."""
+    checks = parsed(await run("doctor", "--json"))
+    assert checks["settings"]["INGEST_TIMEOUT_MS"] == "25000"
+    assert {c["name"] for c in checks["checks"]} >= {"installation"}
+    monkeypatch.setenv("INGEST_TIMEOUT_MS", "40000")
+    assert parsed(await run("doctor", "--json"))["settings"]["INGEST_TIMEOUT_MS"] == "40000"
+
+
 # -- help and docs for every command ---------------------------------------------------------
 
 DOCS_WIDTH = 100  # docs/cli.md shows what a terminal this wide shows (scripts/gen_cli_docs.py)

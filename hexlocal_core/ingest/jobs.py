@@ -95,6 +95,13 @@ class Job:
         finally:
             self._listeners.remove(listener)
 
+    @property
+    def failure(self) -> BaseException | None:
+        """Why the job ended, when it ended on an error (not on a cancellation)."""
+        if self.task is None or not self.task.done() or self.task.cancelled():
+            return None
+        return self.task.exception()
+
     def status(self) -> JobStatus:
         state, error = "running", None
         if self.task is not None and self.task.done():

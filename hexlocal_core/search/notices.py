@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from hexlocal_core import install
 from hexlocal_core.model import Notice
 
 NO_EMBEDDER = Notice(
@@ -49,4 +50,19 @@ def no_results(package: str, query: str) -> Notice:
         "no_results",
         f"Nothing in the indexed docs of {package} matched {query[:80]!r}. Try the package's own "
         "vocabulary (module or function names), or check the package name.",
+    )
+
+
+def keyword_only(subject: str, reason: str, *, plural: bool = False) -> Notice:
+    """`subject` answers from its chunks alone and no vectors are on their way: the
+    embedding model is not on this machine and could not be had (offline, say). The fix
+    is the one that works for how hexlocal was installed (no `pip install` under uvx)."""
+    cause = reason.split("; ")[0]  # the adapters' own fix follows; this one replaces it
+    return Notice(
+        "keyword_only",
+        f"{subject} {'answer' if plural else 'answers'} by keyword only: no embedding model "
+        f"could be loaded ({cause}), "
+        f"so no vectors are being made. Fix: {install.detect().model_fix()}; offline, point "
+        "HEXLOCAL_EMBED_MODEL_DIR at a folder with the model's files. A later search then "
+        "makes the vectors.",
     )

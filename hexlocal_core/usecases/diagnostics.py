@@ -43,3 +43,13 @@ def model_downloads(models: Mapping[str, object | None]) -> tuple[ModelDownload,
             )
         )
     return tuple(found)
+
+
+def model_missing(model: object | None) -> str | None:
+    """The error of the model's last download when it failed and none runs: the model is
+    not coming until something changes (the network, a pull, a local folder)."""
+    state = getattr(model, "download_state", None)
+    if state is None or getattr(state, "running", False):
+        return None
+    error = getattr(state, "error", "")
+    return error if isinstance(error, str) and error else None

@@ -14,7 +14,7 @@ from pathlib import Path
 from attrs import evolve, frozen
 
 from hexlocal_core.cancel import IngestCancelled
-from hexlocal_core.errors import HexlocalError, ModelError, RemoteError
+from hexlocal_core.errors import HexlocalError, ModelError, ModelUnavailable, RemoteError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
 from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
@@ -31,6 +31,8 @@ from hexlocal_core.model import (
     VersionSource,
 )
 from hexlocal_core.ports import Embedder, HexRegistry
+from hexlocal_core.search import notices
+from hexlocal_core.usecases.diagnostics import model_missing
 from hexlocal_core.versions import resolve_version, validate_package_name
 
 log = logging.getLogger("hexlocal.ingest")
@@ -207,21 +209,24 @@ class Indexing:
             # Its chunks answer; a job that failed moments ago (an embeddings API down, say)
             # is not started again on every call, each one a download of the docs.
             return Prepared(
-                resolved, indexed.version, (*notices, _embedding_notice(before, stopped))
+                resolved,
+                indexed.version,
+                (*notices, _embedding_notice(before, stopped, self._model_missing(before))),
             )
         job = running or self._start_job(resolved.name, resolved.version, resolved, refresh=refresh)
         if searchable and indexed is not None and indexed.version == job.version and not refresh:
             # Its chunks are there (a refresh of a complete package, or one being embedded):
             # answer now; only a partial one owes the notice.
             if not indexed.complete:
-                notices.append(_embedding_notice(job, stopped))
+                notices.append(_embedding_notice(job, stopped, self._model_missing(job)))
             return Prepared(resolved, job.version, tuple(notices))
         with job.listening(progress):
             report = await self._jobs.wait(job, timeout, until_searchable=searchable)
         if report is None and searchable and job.searchable.is_set():
             if indexed is not None and indexed.version != job.version:
                 notices.append(self._replaced_notice(indexed, resolved))
-            return Prepared(resolved, job.version, (*notices, _embedding_notice(job, stopped)))
+            notice = _embedding_notice(job, stopped, self._model_missing(job))
+            return Prepared(resolved, job.version, (*notices, notice))
         if report is None:
             return Prepared(resolved, resolved.version, tuple(notices), waiting=job.status())
         self._jobs.collect(resolved.name)
@@ -276,6 +281,15 @@ class Indexing:
     def _indexed_at(self, name: str, version: str) -> bool:
         indexed = self._store.package(name)
         return indexed is not None and indexed.version == version and indexed.complete
+
+    def _model_missing(self, job: Job) -> str | None:
+        """Why no vectors will come, when the embedding model cannot be had: the job
+        stopped on it, or the embedder's last download failed (a search answering while
+        the job starts would otherwise promise vectors that never arrive)."""
+        failure = job.failure
+        if isinstance(failure, ModelUnavailable) and not failure.pending:
+            return str(failure)
+        return model_missing(self._embedder)
 
     def guard(self) -> None:
         """Raises ModelError unless new docs can be indexed (an embedder of the index's model)."""
@@ -350,8 +364,11 @@ def _pinned(version: str | None, resolved: ResolvedVersion) -> bool:
     )
 
 
-def _embedding_notice(job: Job, stopped: str | None = None) -> Notice:
-    """The answer came from the chunks alone; `stopped`: why the last attempt ended."""
+def _embedding_notice(job: Job, stopped: str | None = None, missing: str | None = None) -> Notice:
+    """The answer came from the chunks alone; `stopped`: why the last attempt ended;
+    `missing`: why the model cannot be had (then no vectors are on their way)."""
+    if missing is not None:
+        return notices.keyword_only(f"{job.package} {job.version}", missing)
     status = job.status()
     done = (
         f" ({status.chunks_embedded}/{status.chunks_total} chunks embedded)"

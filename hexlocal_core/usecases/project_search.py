@@ -22,7 +22,9 @@ from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.search.notices import keyword_only
 from hexlocal_core.search.tuning import MODES
+from hexlocal_core.usecases.diagnostics import model_missing
 from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.sync import Syncer
 from hexlocal_core.usecases.sync_plan import KEYWORD_ONLY
@@ -84,7 +86,7 @@ class ProjectSearch:
         if scope.unknown:
             notices.append(_unknown_notice(scope.unknown))
         names = [s.name for s in scope.searchable]
-        embedding = _embedding_notice(scope.searchable)
+        embedding = _embedding_notice(scope.searchable, model_missing(self._engine.embedder))
         if embedding is not None:
             notices.append(embedding)
         outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
@@ -163,13 +165,16 @@ def is_searchable(state: PackageState) -> bool:
     )
 
 
-def _embedding_notice(scope: Sequence[PackageState]) -> Notice | None:
-    """Which searched packages answered without all their vectors, or None."""
+def _embedding_notice(scope: Sequence[PackageState], missing: str | None) -> Notice | None:
+    """Which searched packages answered without all their vectors, or None; `missing`:
+    why the embedding model cannot be had (then no vectors are on their way)."""
     partial = [s.name for s in scope if s.state is SyncState.INDEXING or s.reason == KEYWORD_ONLY]
     if not partial:
         return None
     shown = ", ".join(partial[:NOTICE_NAMES])
     more = f" and {len(partial) - NOTICE_NAMES} more" if len(partial) > NOTICE_NAMES else ""
+    if missing is not None:
+        return keyword_only(f"{shown}{more}", missing, plural=len(partial) > 1)
     return Notice(
         "embedding_in_progress",
         f"{shown}{more} answered by keyword while their vectors are made; the ranking "
