@@ -172,6 +172,16 @@ class _Reader:
             return lowered in _TRUE
         return self._fallback(name, value, default, "expected true or false")
 
+    def absolute_path(self, name: str) -> Path | None:
+        value = self.raw(name)
+        if value is None:
+            return None
+        path = Path(value).expanduser()
+        if not path.is_absolute() or "\0" in value:
+            # Relative to what? A server's working directory is whatever its client chose.
+            return self._fallback(name, value, None, "not an absolute path")
+        return path
+
     def path(self, name: str, default: Callable[[], Path]) -> Path:
         value = self.raw(name)
         return Path(value).expanduser() if value else default()
@@ -214,6 +224,7 @@ class Settings:
     mcp_log_file: Path | None = None
     mcp_log_level: str = "info"
     elixir_home: Path | None = None  # where Elixir's own libs live (else found from PATH)
+    otp_root: Path | None = None  # an Erlang/OTP install root (else found from the project)
     sync_on_start: bool = True  # a long-lived process (the MCP server) syncs in the background
     sync_elixir: bool = True  # `sync` indexes Elixir's own apps too (elixir, eex, ex_unit, ...)
     # A search of a package being indexed answers by keyword once its chunks are written,
@@ -308,6 +319,7 @@ class Settings:
             memory_duplicate_at=r.number("MEMORY_DUPLICATE_AT", 0.97, minimum=0.0, maximum=1.0),
             mcp_log_file=_opt_path(r.raw("MCP_LOG_FILE")),
             elixir_home=_opt_path(r.raw("ELIXIR_HOME")),
+            otp_root=r.absolute_path("HEXLOCAL_OTP_ROOT"),
             sync_on_start=r.flag("HEXLOCAL_SYNC_ON_START", True),
             sync_elixir=r.flag("HEXLOCAL_SYNC_ELIXIR", True),
             answer_while_embedding=r.flag("HEXLOCAL_ANSWER_WHILE_EMBEDDING", True),
@@ -395,6 +407,7 @@ ENV_VARIABLES = _ENV_NAMES + (
     "MEMORY_DISCARD_ABOVE",
     "MEMORY_DUPLICATE_AT",
     "ELIXIR_HOME",
+    "HEXLOCAL_OTP_ROOT",
     "HEXLOCAL_SYNC_ON_START",
     "HEXLOCAL_SYNC_ELIXIR",
     "HEXLOCAL_ANSWER_WHILE_EMBEDDING",

@@ -33,6 +33,7 @@ def test_defaults(tmp_path: Path) -> None:
         ("HEX_API_URL", "not a url", "hex_api_url", "https://hex.pm/api"),
         ("MEMORY_CREATE_BELOW", "1.7", "memory_create_below", 0.80),
         ("MCP_LOG_LEVEL", "loud", "mcp_log_level", "info"),
+        ("HEXLOCAL_OTP_ROOT", "usr/lib/erlang", "otp_root", None),  # relative to what?
     ],
 )
 def test_malformed_value_falls_back_with_one_warning(

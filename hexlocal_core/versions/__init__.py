@@ -9,8 +9,14 @@ One module per reason to change, leaves first (imports point up this list only):
     terms.py       the Elixir literal parser mix.lock is written in
     lockfile.py    mix.lock entries; the bounded, cached lock reader
     location.py    the walk up from PROJECT_ROOT: the Mix project root and its mix.lock
-    probes.py      `_build` app versions, .tool-versions / mise.toml pins, `elixir --version`
+    pins.py        .tool-versions / mise.toml pins, for any tool (elixir, erlang)
+    probe_run.py   running `elixir`/`erl` outside the project, no crash dump, never orphaned
+    probes.py      `_build` app versions, the pinned Elixir, `elixir --version`
     resolution.py  the chain: explicit -> mix.lock -> _build -> Hex latest stable
+    erlang_terms.py  Erlang terms as `.app` files hold them
+    otp.py         an OTP install's release and application versions; explicit OTP versions
+    otp_apps.py    module -> OTP application; the OTP applications a project uses
+    otp_probe.py   the project's OTP: HEXLOCAL_OTP_ROOT, pin, asdf/mise, `erl` on PATH
 
 Import from the package (`from hexlocal_core.versions import resolve_version`); the
 modules are the seams, the package is the interface.
@@ -29,6 +35,19 @@ from hexlocal_core.versions.lockfile import (
     read_lock,
 )
 from hexlocal_core.versions.names import ELIXIR_APPS, MAX_NAME_LENGTH, validate_package_name
+from hexlocal_core.versions.otp import (
+    OTP_APPS,
+    NotAnOtpInstall,
+    OtpInstall,
+    OtpVersion,
+    otp_version_for,
+    parse_otp_release,
+    read_otp_install,
+    release_matches,
+)
+from hexlocal_core.versions.otp_apps import ModuleOwners, module_apps, project_otp_apps
+from hexlocal_core.versions.otp_probe import OtpFound, find_otp, pinned_otp
+from hexlocal_core.versions.probe_run import ProbeRun, run_probe
 from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir, read_app_vsn
 from hexlocal_core.versions.resolution import (
     LATEST,
@@ -55,23 +74,39 @@ __all__ = [
     "LockFile",
     "LockTooLarge",
     "MalformedLock",
+    "ModuleOwners",
+    "NotAnOtpInstall",
+    "OTP_APPS",
+    "OtpFound",
+    "OtpInstall",
+    "OtpVersion",
+    "ProbeRun",
     "SemVer",
     "build_version",
     "elixir_on_path",
     "explain_missing_docs",
     "find_lock",
     "find_mix_root",
+    "find_otp",
     "is_stable",
     "load_lock",
+    "module_apps",
     "nearest_versions",
+    "otp_version_for",
     "parse_lock",
+    "parse_otp_release",
     "parse_version",
     "pick_latest",
     "pinned_elixir",
+    "pinned_otp",
     "project_dirs",
+    "project_otp_apps",
     "read_app_vsn",
     "read_lock",
+    "read_otp_install",
+    "release_matches",
     "resolve_version",
+    "run_probe",
     "try_parse_version",
     "validate_package_name",
     "why_no_docs",
