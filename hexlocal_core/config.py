@@ -227,6 +227,7 @@ class Settings:
     otp_root: Path | None = None  # an Erlang/OTP install root (else found from the project)
     sync_on_start: bool = True  # a long-lived process (the MCP server) syncs in the background
     sync_elixir: bool = True  # `sync` indexes Elixir's own apps too (elixir, eex, ex_unit, ...)
+    sync_otp: bool = True  # and the OTP applications the project uses (erts, kernel, stdlib, ...)
     # A search of a package being indexed answers by keyword once its chunks are written,
     # rather than waiting (up to INGEST_TIMEOUT_MS) for its vectors.
     answer_while_embedding: bool = True
@@ -322,6 +323,7 @@ class Settings:
             otp_root=r.absolute_path("HEXLOCAL_OTP_ROOT"),
             sync_on_start=r.flag("HEXLOCAL_SYNC_ON_START", True),
             sync_elixir=r.flag("HEXLOCAL_SYNC_ELIXIR", True),
+            sync_otp=r.flag("HEXLOCAL_SYNC_OTP", True),
             answer_while_embedding=r.flag("HEXLOCAL_ANSWER_WHILE_EMBEDDING", True),
             http_token=_http_token(r),
             http_token_file=_opt_path(r.raw("HEXLOCAL_HTTP_TOKEN_FILE")),
@@ -410,6 +412,7 @@ ENV_VARIABLES = _ENV_NAMES + (
     "HEXLOCAL_OTP_ROOT",
     "HEXLOCAL_SYNC_ON_START",
     "HEXLOCAL_SYNC_ELIXIR",
+    "HEXLOCAL_SYNC_OTP",
     "HEXLOCAL_ANSWER_WHILE_EMBEDDING",
     "HEXLOCAL_HTTP_TOKEN",
     "HEXLOCAL_HTTP_TOKEN_FILE",

@@ -66,6 +66,7 @@ class VersionSource(StrEnum):
     ELIXIR_ON_PATH = "elixir on PATH"
     INDEXED = "indexed"
     PROJECT = "the project's own app"  # compiled in _build; the version names the beams
+    OTP = "Erlang/OTP"  # an OTP application, at its version in the project's OTP release
 
 
 @frozen
@@ -119,6 +120,7 @@ class ResolvedVersion:
     detail: str = ""  # e.g. the mix.lock path that pinned it
     lock_entry: LockEntry | None = None  # when mix.lock pinned it (git/path deps matter)
     notices: tuple[Notice, ...] = ()
+    otp_release: str | None = None  # an OTP application's release ("27.3.4.1")
 
 
 @frozen

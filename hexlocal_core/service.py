@@ -19,6 +19,7 @@ from hexlocal_core.errors import HexlocalError, StoreError
 from hexlocal_core.index.seam import DocsStore, UsageRecords
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
 from hexlocal_core.ingest.jobs import ProgressFn
+from hexlocal_core.ingest.otp_source import OtpSource, otp_paths
 from hexlocal_core.memory.service import MemoryPorts, MemoryService
 from hexlocal_core.model import (
     Diagnostics,
@@ -101,7 +102,8 @@ class Hexlocal:
         # calls, and the adapter batches each call its own way (see docs/decisions.md).
         self._slice = settings.embed_batch_size
         paths = SourcePaths(settings.project_root, settings.elixir_home, settings.max_docs_bytes)
-        self._ingestor = Ingestor(store, embedder, registry, paths, slice_size=self._slice)
+        otp = OtpSource(otp_docs, otp_paths(settings))
+        self._ingestor = Ingestor(store, embedder, registry, paths, slice_size=self._slice, otp=otp)
         self._indexing = Indexing(
             store,
             embedder,
@@ -124,6 +126,7 @@ class Hexlocal:
             rerank_enabled=settings.rerank_enabled,
             local=local,
             locator=locator,
+            otp=otp,
         )
         self._differ = VersionDiffer(
             store,
@@ -138,6 +141,7 @@ class Hexlocal:
             self._indexing,
             project_root=settings.project_root,
             include_elixir=settings.sync_elixir,
+            otp=otp if settings.sync_otp else None,
         )
         self._project_search = ProjectSearch(
             self._syncer, self._engine, rerank_enabled=settings.rerank_enabled, local=local

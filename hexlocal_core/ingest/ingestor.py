@@ -17,6 +17,7 @@ from hexlocal_core.chunk import CHUNKER_VERSION
 from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError, StoreError
 from hexlocal_core.index.seam import DocsStore, IngestClaim
 from hexlocal_core.index.store import Unembedded
+from hexlocal_core.ingest.otp_source import OtpSource
 from hexlocal_core.ingest.pipeline import (
     IndexRequest,
     ProgressFn,
@@ -60,12 +61,14 @@ class Ingestor:
         paths: SourcePaths,
         *,
         slice_size: int,
+        otp: OtpSource | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._registry = registry
         self._paths = paths
         self._slice_size = slice_size
+        self.otp = otp  # Erlang/OTP applications: resolved and read through it
 
     async def plan(
         self, resolved: ResolvedVersion, *, docs_html_url: str | None = None, ask_hex: bool = True
@@ -126,13 +129,19 @@ class Ingestor:
                     progress=progress,
                     started=started,
                 )
-            plan = await self.plan(resolved)
-            request = await self.read(plan, progress)
+            request = await self._read(resolved, progress)
             root = self._paths.project_root
             request = await in_worker(lambda: with_usage_rules(request, resolved, root))
             return await self.index(request, progress, started=started, embed=embed)
         finally:
             await in_worker(claim.release)
+
+    async def _read(self, resolved: ResolvedVersion, progress: ProgressFn) -> IndexRequest:
+        """The items of `resolved`: an OTP application from its OTP, else per the plan."""
+        if resolved.source is VersionSource.OTP and self.otp is not None:
+            progress(IngestProgress(resolved.name, resolved.version, Phase.PARSING))
+            return await self.otp.read(resolved)
+        return await self.read(await self.plan(resolved), progress)
 
     async def _claim(self, resolved: ResolvedVersion, progress: ProgressFn) -> IngestClaim | None:
         """This process's claim on the version; None if another indexed it while we waited."""

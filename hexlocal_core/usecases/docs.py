@@ -8,14 +8,18 @@ from hexlocal_core.bounds import check_limit, check_query
 from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.jobs import ProgressFn
+from hexlocal_core.ingest.otp_source import OtpSource
 from hexlocal_core.ingest.pipeline import in_worker
-from hexlocal_core.model import JobStatus, Notice, SearchResult
+from hexlocal_core.model import JobStatus, Notice, SearchResult, VersionSource
 from hexlocal_core.screening import screen_search
+from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import Identifier, parse_identifier, similar_titles
 from hexlocal_core.usecases.ingest import Indexing, Prepared
 from hexlocal_core.usecases.local_sources import LocalSources
-from hexlocal_core.usecases.locate import OTP_ALIASES, Locator
+from hexlocal_core.usecases.locate import OTP_ALIASES, Locator, ModuleTable, otp_table
+
+OTP_PACKAGES = "Erlang/OTP"  # SearchResult.package of a search of every OTP app
 
 
 class Docs:
@@ -28,6 +32,7 @@ class Docs:
         rerank_enabled: bool,
         local: LocalSources,
         locator: Locator,
+        otp: OtpSource | None = None,
     ) -> None:
         self._indexing = indexing
         self._engine = engine
@@ -35,6 +40,7 @@ class Docs:
         self._rerank_enabled = rerank_enabled
         self._local = local
         self._locator = locator
+        self._otp = otp
 
     async def search(
         self,
@@ -52,9 +58,16 @@ class Docs:
         limit = check_limit(limit)
         if mode == "rerank" and not self._rerank_enabled:
             mode = "rrf"  # switched off on purpose: no notice owed
+        located: tuple[Notice, ...] = ()
+        if package.strip().lower() in OTP_ALIASES:
+            ident = parse_identifier(query)
+            if ident is None or not ident.erlang:
+                return await self._search_otp(query, limit=limit, mode=mode, progress=progress)
+            package, located = await self._owner(package, ident, query)
         prepared = await self._indexing.prepare(
             package, version, refresh=refresh, progress=progress, searchable=True
         )
+        prepared = evolve(prepared, notices=located + prepared.notices)
         if prepared.waiting is not None:
             return waiting_result(prepared, prepared.waiting, query)
         outcome = await self._engine.search(
@@ -108,7 +121,8 @@ class Docs:
         alias = package is not None and package.strip().lower() in OTP_ALIASES
         if package is not None and package.strip() and not alias:
             return package, ()
-        located = await in_worker(lambda: self._locator.locate(ident, only_otp=alias))
+        otp = await self._otp_modules()
+        located = await in_worker(lambda: self._locator.locate(ident, otp=otp, only_otp=alias))
         if located.owners:
             owner = located.owners[0]
             why = Notice(
@@ -122,6 +136,38 @@ class Docs:
             f"no package found for {identifier}: its module is in none of {where}.{near} "
             "Pass package= if you know it."
         )
+
+    async def _search_otp(
+        self, query: str, *, limit: int, mode: str, progress: ProgressFn | None
+    ) -> SearchResult:
+        """`erlang`/`otp` with a question: every OTP application the project uses, searched
+        together (each indexed first, as a search of it would)."""
+        if self._otp is None:
+            raise NotFound("Erlang/OTP docs are not available in this configuration")
+        names: list[str] = []
+        notices: list[Notice] = []
+        for app, _ in await self._otp.project_apps():
+            prepared = await self._indexing.prepare(
+                app, None, refresh=False, progress=progress, searchable=True
+            )
+            notices.extend(n for n in prepared.notices if n not in notices)
+            if prepared.waiting is None:
+                names.append(app)
+        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
+        result = SearchResult(
+            package=OTP_PACKAGES,
+            version=None,
+            query=query,
+            hits=(await self._located(outcome)).hits,
+            notices=(*notices, *outcome.notices),
+            version_source=VersionSource.OTP.value,
+            timings_ms=outcome.timings_ms,
+        )
+        return screen_search(result)
+
+    async def _otp_modules(self) -> ModuleTable:
+        owners = await self._otp.owners() if self._otp is not None else None
+        return otp_table(owners.owners) if owners is not None else {}
 
     async def _located(self, outcome: SearchOutcome) -> SearchOutcome:
         """The outcome with each hit's local file in deps/, where the project has it."""

@@ -18,6 +18,7 @@ from hexlocal_core.errors import HexlocalError, ModelError, ModelUnavailable, Re
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
 from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
+from hexlocal_core.ingest.otp_source import is_otp_app
 from hexlocal_core.ingest.pipeline import in_worker, model_guard
 from hexlocal_core.ingest.project_code import own_app
 from hexlocal_core.model import (
@@ -119,6 +120,9 @@ class Indexing:
 
     async def resolve(self, package: str, version: str | None) -> ResolvedVersion:
         name = validate_package_name(package)
+        otp = self._ingestor.otp
+        if otp is not None and is_otp_app(name):
+            return await otp.resolve(name, version)
         own = await in_worker(lambda: own_app(self._project_root, name))
         if own is not None:  # the project's own app: as compiled now, whatever was asked
             return ResolvedVersion(name, own.version(), VersionSource.PROJECT, str(own.ebin))

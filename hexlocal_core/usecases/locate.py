@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 
@@ -43,7 +43,6 @@ from hexlocal_core.versions.app_file import app_modules
 OTP_ALIASES = frozenset({"erlang", "otp"})  # package names that mean "the OTP apps"
 # app -> the modules its .app lists (atoms as written: `Elixir.Jason`, `ets`)
 ModuleTable = Mapping[str, frozenset[str]]
-OtpTable = Callable[[], ModuleTable]  # the OTP apps of the project's OTP, read when asked
 
 
 class Origin(StrEnum):
@@ -98,6 +97,15 @@ def choose(atom: str, tables: Sequence[tuple[Origin, ModuleTable]]) -> tuple[Own
     return tuple(owners.values())
 
 
+def otp_table(owners: Mapping[str, tuple[str, ...]]) -> ModuleTable:
+    """module -> apps (an install's owners) as app -> modules."""
+    table: dict[str, set[str]] = {}
+    for module, apps in owners.items():
+        for app in apps:
+            table.setdefault(app, set()).add(module)
+    return {app: frozenset(mods) for app, mods in table.items()}
+
+
 def guess(ident: Identifier) -> str | None:
     """`Phoenix.LiveView` -> phoenix: the first segment snake-cased, as Hex names go."""
     if not ident.module or ident.erlang:
@@ -122,20 +130,21 @@ class Locator:
         *,
         project_root: Path,
         elixir_home: Path | None,
-        otp: OtpTable | None = None,
     ) -> None:
         self._store = store
         self._root = project_root
         self._elixir_home = elixir_home
-        self._otp = otp
         self._read: dict[Path, tuple[int, frozenset[str]]] = {}
 
-    def locate(self, ident: Identifier, *, only_otp: bool = False) -> Located:
-        """Who documents `ident`'s module. `only_otp`: the `erlang`/`otp` alias asked."""
+    def locate(
+        self, ident: Identifier, *, otp: ModuleTable | None = None, only_otp: bool = False
+    ) -> Located:
+        """Who documents `ident`'s module. `otp`: the OTP apps' modules (the project's OTP);
+        `only_otp`: the `erlang`/`otp` alias asked."""
         atom = module_atom(ident)
         if atom is None:
             return Located(())
-        tables = self._tables(only_otp)
+        tables = self._tables(otp or {}, only_otp)
         owners = choose(atom, tables)
         if not only_otp:
             indexed = self._store.session().chunks.packages_with_module(ident.module or "")
@@ -149,8 +158,7 @@ class Locator:
         known = (m for _, table in tables for mods in table.values() for m in mods)
         return Located((), spelt_like(atom, known))
 
-    def _tables(self, only_otp: bool) -> list[tuple[Origin, ModuleTable]]:
-        otp = self._otp() if self._otp is not None else {}
+    def _tables(self, otp: ModuleTable, only_otp: bool) -> list[tuple[Origin, ModuleTable]]:
         if only_otp:
             return [(Origin.OTP, otp)]
         own = {a.app: self._modules(a.ebin / f"{a.app}.app") for a in own_apps(self._root)}

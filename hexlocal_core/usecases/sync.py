@@ -29,15 +29,18 @@ from hexlocal_core.errors import HexlocalError, ModelError, RemoteError, UserInp
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.ingest.jobs import alive
+from hexlocal_core.ingest.otp_source import OtpSource
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import IngestProgress, JobStatus, Notice, PackageState, SyncState
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.sync_plan import (
     PROJECT_KIND,
+    VERSIONED_KINDS,
     SyncTarget,
     elixir_targets,
     lock_targets,
+    otp_targets,
     package_states,
     plan_queue,
 )
@@ -88,9 +91,16 @@ class _Gathered:
 
 class Syncer:
     def __init__(
-        self, store: DocsStore, indexing: Indexing, *, project_root: Path, include_elixir: bool
+        self,
+        store: DocsStore,
+        indexing: Indexing,
+        *,
+        project_root: Path,
+        include_elixir: bool,
+        otp: OtpSource | None = None,
     ) -> None:
         self._store = store
+        self._otp = otp  # None: OTP applications are not synced
         self._indexing = indexing
         self._project_root = project_root
         self._include_elixir = include_elixir
@@ -198,6 +208,8 @@ class Syncer:
         if self._include_elixir:
             version, why = await self._elixir_version(fresh=fresh)
             targets.extend(elixir_targets(version, why))
+        if self._otp is not None:
+            targets.extend(otp_targets(await self._otp.project_apps()))
         own = await in_worker(lambda: own_apps(root))
         targets.extend(SyncTarget(a.app, a.version(), PROJECT_KIND) for a in own)
         return _Gathered(tuple(targets), tuple(notices))
@@ -294,7 +306,7 @@ class Syncer:
         for row in sorted(rows.values(), key=lambda r: r.seq):
             if row.status != "queued":
                 continue
-            version = row.version if row.kind == "elixir" else None
+            version = row.version if row.kind in VERSIONED_KINDS else None
             try:
                 await self._indexing.write_chunks(row.package, version, progress=self._relay(row))
             except ModelError:
@@ -306,7 +318,7 @@ class Syncer:
         """Indexes one claimed row; False when the worker must stop (models unusable)."""
         # Elixir's apps by their version; the others as a search would ask, so the lock
         # (or _build, for git/path deps) chooses it again at this moment.
-        version = row.version if row.kind == "elixir" else None
+        version = row.version if row.kind in VERSIONED_KINDS else None
         try:
             prepared = await self._indexing.prepare(
                 row.package, version, refresh=False, progress=self._relay(row), wait_s=None

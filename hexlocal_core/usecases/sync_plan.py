@@ -36,6 +36,9 @@ class SyncTarget:
 
 
 PROJECT_KIND = "project"  # the project's own app, compiled in _build
+OTP_KIND = "otp"  # an OTP application of the project's OTP release
+# Kinds synced at the version the target names (the others as a search would ask).
+VERSIONED_KINDS = ("elixir", OTP_KIND)
 
 BuildProbe = Callable[[str], str | None]  # app name -> its version compiled in _build
 
@@ -84,6 +87,16 @@ def _entry_target(key: str, entry: LockEntry, built: BuildProbe) -> SyncTarget:
 
 def elixir_targets(version: str | None, skip: str | None) -> list[SyncTarget]:
     return [SyncTarget(app, version, "elixir", skip=skip) for app in ELIXIR_ORDER]
+
+
+def otp_targets(apps: Iterable[tuple[str, str | None]]) -> list[SyncTarget]:
+    """The OTP applications the project uses, at their versions in its OTP release; one
+    whose version needs a download (a pinned release not installed) is left to a search."""
+    why = (
+        "the project's OTP release is not installed; search_docs with this package reads "
+        "its docs from the release's doc tarball"
+    )
+    return [SyncTarget(app, vsn, OTP_KIND, skip=None if vsn else why) for app, vsn in apps]
 
 
 def plan_queue(

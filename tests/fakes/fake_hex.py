@@ -319,6 +319,8 @@ def settings_for(fake: FakeHex, tmp_path: Path, **overrides: Any) -> Settings:
         # does not hang on how far the background embedding got; the tests of answering
         # while embedding pass answer_while_embedding=True.
         "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
+        # The machine's own OTP stays out of a sync unless a test asks for it.
+        "HEXLOCAL_SYNC_OTP": "false",
     }
     return Settings.from_env(env, **overrides)
 
