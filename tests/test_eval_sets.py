@@ -24,18 +24,18 @@ from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import DocItem
 from tests.conftest import HEXDOCS, REPO_ROOT, SHARED
 
-BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
-AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"
-CONFIRM = REPO_ROOT / "examples" / "eval" / "confirm_tasks.jsonl"
-CONFIRM_ERRORS = REPO_ROOT / "examples" / "eval" / "confirm_errors.jsonl"
-HELDOUT_ERRORS = REPO_ROOT / "examples" / "eval" / "heldout_errors.jsonl"
-HELDOUT_TASKS = REPO_ROOT / "examples" / "eval" / "heldout_tasks.jsonl"
-HELDOUT_MIXED = REPO_ROOT / "examples" / "eval" / "heldout_mixed.jsonl"
-HELDOUT_THIRD = REPO_ROOT / "examples" / "eval" / "heldout_third.jsonl"
-HELDOUT_FOURTH = REPO_ROOT / "examples" / "eval" / "heldout_fourth.jsonl"
-HELDOUT_FIFTH = REPO_ROOT / "examples" / "eval" / "heldout_fifth.jsonl"
-HELDOUT_SIXTH = REPO_ROOT / "examples" / "eval" / "heldout_sixth.jsonl"
-HELDOUT_SEVENTH = REPO_ROOT / "examples" / "eval" / "heldout_seventh.jsonl"
+BUNDLED = REPO_ROOT / "eval" / "queries.jsonl"
+AGENT = REPO_ROOT / "eval" / "heldout_agent.jsonl"
+CONFIRM = REPO_ROOT / "eval" / "confirm_tasks.jsonl"
+CONFIRM_ERRORS = REPO_ROOT / "eval" / "confirm_errors.jsonl"
+HELDOUT_ERRORS = REPO_ROOT / "eval" / "heldout_errors.jsonl"
+HELDOUT_TASKS = REPO_ROOT / "eval" / "heldout_tasks.jsonl"
+HELDOUT_MIXED = REPO_ROOT / "eval" / "heldout_mixed.jsonl"
+HELDOUT_THIRD = REPO_ROOT / "eval" / "heldout_third.jsonl"
+HELDOUT_FOURTH = REPO_ROOT / "eval" / "heldout_fourth.jsonl"
+HELDOUT_FIFTH = REPO_ROOT / "eval" / "heldout_fifth.jsonl"
+HELDOUT_SIXTH = REPO_ROOT / "eval" / "heldout_sixth.jsonl"
+HELDOUT_SEVENTH = REPO_ROOT / "eval" / "heldout_seventh.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # Every query set; a new one joins here and in the checks of its kinds.
 ALL_SETS: tuple[Path, ...] = (
