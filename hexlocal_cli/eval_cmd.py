@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # command runs (or its help is shown), not when `hexlocal` starts; --modes and --only take
 # their values from it then (LazyChoice, ModeList).
 
+
 def _core_modes() -> tuple[str, ...]:
     from hexlocal_core.evaluation import EVAL_MODES
 

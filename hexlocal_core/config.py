@@ -77,7 +77,7 @@ def default_database_path(project_root: Path) -> Path:
 def default_threads() -> int:
     """The local embedder's threads unless EMBED_THREADS says otherwise: the cores this
     process may use, at most 4, so a first ingestion leaves the editor and the compiler
-    room (measured only up to 2 cores here: 1 -> 2 runs side by side, see README)."""
+    room (measured only up to 2 cores: 1 -> 2 runs side by side, docs/lab/embedder.md)."""
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -179,7 +179,8 @@ class _Reader:
 
 @frozen
 class Settings:
-    """Every knob of hexlocal; see the README's settings table."""
+    """Every knob of hexlocal; docs/settings.md (generated from this module) says what each
+    variable means."""
 
     project_root: Path
     database_path: Path
@@ -401,4 +402,6 @@ ENV_VARIABLES = _ENV_NAMES + (
     "HEXLOCAL_HTTP_TOKEN",
     "HEXLOCAL_HTTP_TOKEN_FILE",
     "HEXLOCAL_HTTP_SHUTDOWN_GRACE_S",
+    "HEXLOCAL_SERVER_ID",
+    "EMBED_THREADS",
 )
