@@ -24,9 +24,9 @@ log = logging.getLogger("hexlocal.config")
 
 T = TypeVar("T")
 
-# int8 since session 2026-12-02c: 1.8x fp32's ingestion speed, the same MRR@10 within a
-# paired interval of [-0.008, +0.005] over 781 eval queries (docs/decisions.md). An index
-# built by fp32 keeps it until `hexlocal reindex` (`Settings.served_with`).
+# int8: 1.8x fp32's ingestion speed, the same MRR@10 within a paired interval of
+# [-0.008, +0.005] over 781 eval queries (docs/decisions/0009-int8-default-embedder.md). An
+# index built by fp32 keeps it until `hexlocal reindex` (`Settings.served_with`).
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2@int8"
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 DEFAULT_AI_API_URL = "https://api.mistral.ai/v1"

@@ -167,7 +167,7 @@ def test_errors_are_pasted_output_not_questions(path: Path) -> None:
 
 
 def test_confirmation_set_is_tasks_over_enough_packages() -> None:
-    # Written for one pre-registered check (docs/decisions.md, retrieval lever 8): tasks
+    # Written for one pre-registered check (docs/lab/retrieval-levers.md, lever 8): tasks
     # only, in the user's words, none copied from the agent set.
     queries = load_queries(CONFIRM)
     packages = Counter(q.package for q in queries)
@@ -187,7 +187,7 @@ def test_error_sets_are_errors_over_enough_packages(
     path: Path, size: int, spread: int, most: int
 ) -> None:
     # Each written before any search ran on it, for a check decided in advance
-    # (docs/decisions.md, retrieval levers 11 and 12): errors only, none copied from the
+    # (docs/lab/retrieval-levers.md, levers 11 and 12): errors only, none copied from the
     # other error sets.
     queries = load_queries(path)
     packages = Counter(q.package for q in queries)
@@ -212,7 +212,7 @@ def test_error_sets_are_errors_over_enough_packages(
 
 def test_held_out_task_set_is_tasks_over_enough_packages() -> None:
     # Written before any search ran on it, for the task levers' check decided in advance
-    # (docs/decisions.md, retrieval levers 13 and 14): tasks only, none copied from the
+    # (docs/lab/retrieval-levers.md, levers 13 and 14): tasks only, none copied from the
     # other task sets.
     queries = load_queries(HELDOUT_TASKS)
     packages = Counter(q.package for q in queries)
