@@ -49,6 +49,8 @@ typecheck: $(STAMP)
 # CI runs exactly this (.ci/run): a check that passes here passes there.
 check: lint typecheck test
 
+# Every benchmark, each in its own process; the tables land in docs/benchmarks.md with the
+# machine and the date (`benchmarks/run_all.py --only NAME` re-runs one).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 

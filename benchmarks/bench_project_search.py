@@ -65,7 +65,7 @@ from hexlocal_core.versions import ELIXIR_APPS  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 CORPUS = SHARED / "corpus" / "hexdocs"
-QUERY_SETS = (SHARED / "eval" / "dev.jsonl", REPO / "examples" / "eval" / "queries.jsonl")
+QUERY_SETS = (SHARED / "eval" / "dev.jsonl", REPO / "eval" / "queries.jsonl")
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "project_search-{embedder}.db"
 STAGES = ("embed", "fts", "vec", "fuse", "distances", "merge", "total")
 LIMIT = 5  # search_docs' default

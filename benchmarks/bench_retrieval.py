@@ -1,13 +1,10 @@
 """Retrieval benchmark: the query sets, by kind, in one index.
 
-Indexes every package@version that the dev set (../shared/eval/dev.jsonl), the bundled set
-(examples/eval/queries.jsonl), the agent set (examples/eval/heldout_agent.jsonl) and the
-confirmation sets (examples/eval/confirm_tasks.jsonl, confirm_errors.jsonl) and the held-out
-error, task and mixed sets (heldout_errors.jsonl, heldout_tasks.jsonl, heldout_mixed.jsonl,
-heldout_third.jsonl, heldout_fourth.jsonl) name,
-into ONE database (so BM25 statistics and vector neighbours see the other packages, as a
-real project index does), with the real local embedder, then prints recall@5 / MRR@10 per
-set, mode and kind, and the warm in-process latency of mode rrf.
+Indexes every package@version that the chosen sets name (the dev set
+../shared/eval/dev.jsonl and the research sets in eval/, each with its status in
+eval/README.md) into ONE database (so BM25 statistics and vector neighbours see the other
+packages, as a real project index does), with the real local embedder, then prints
+recall@5 / MRR@10 per set, mode and kind, and the warm in-process latency of mode rrf.
 
     python benchmarks/bench_retrieval.py [--db PATH] [--modes fts,vector,rrf] [--json OUT]
 
@@ -61,18 +58,18 @@ from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
 SHARED = REPO.parent / "shared"
 SETS = {
     "dev": SHARED / "eval" / "dev.jsonl",
-    "examples": REPO / "examples" / "eval" / "queries.jsonl",
-    "agent": REPO / "examples" / "eval" / "heldout_agent.jsonl",
-    "confirm": REPO / "examples" / "eval" / "confirm_tasks.jsonl",
-    "errors": REPO / "examples" / "eval" / "confirm_errors.jsonl",
-    "heldout_errors": REPO / "examples" / "eval" / "heldout_errors.jsonl",
-    "heldout_tasks": REPO / "examples" / "eval" / "heldout_tasks.jsonl",
-    "heldout_mixed": REPO / "examples" / "eval" / "heldout_mixed.jsonl",
-    "heldout_third": REPO / "examples" / "eval" / "heldout_third.jsonl",
-    "heldout_fourth": REPO / "examples" / "eval" / "heldout_fourth.jsonl",
-    "heldout_fifth": REPO / "examples" / "eval" / "heldout_fifth.jsonl",
-    "heldout_sixth": REPO / "examples" / "eval" / "heldout_sixth.jsonl",
-    "heldout_seventh": REPO / "examples" / "eval" / "heldout_seventh.jsonl",
+    "examples": REPO / "eval" / "queries.jsonl",
+    "agent": REPO / "eval" / "heldout_agent.jsonl",
+    "confirm": REPO / "eval" / "confirm_tasks.jsonl",
+    "errors": REPO / "eval" / "confirm_errors.jsonl",
+    "heldout_errors": REPO / "eval" / "heldout_errors.jsonl",
+    "heldout_tasks": REPO / "eval" / "heldout_tasks.jsonl",
+    "heldout_mixed": REPO / "eval" / "heldout_mixed.jsonl",
+    "heldout_third": REPO / "eval" / "heldout_third.jsonl",
+    "heldout_fourth": REPO / "eval" / "heldout_fourth.jsonl",
+    "heldout_fifth": REPO / "eval" / "heldout_fifth.jsonl",
+    "heldout_sixth": REPO / "eval" / "heldout_sixth.jsonl",
+    "heldout_seventh": REPO / "eval" / "heldout_seventh.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"

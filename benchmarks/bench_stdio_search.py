@@ -13,7 +13,7 @@ bench_search.py does), alternating with the stdio one so both see the same machi
 what the face adds before the transport (`to_dict` + `formatting.search_result`) is timed
 too. stdio minus in-process is the transport + formatting cost.
 
-Target (issue 16): stdio p50 <= 30 ms per call without rerank.
+Target: stdio p50 <= 30 ms per call without rerank.
 
     python benchmarks/bench_stdio_search.py [--db PATH] [--packages a,b] [--repeat N]
         [--warmup N] [--command CMD] [--queries FILE] [--json]

@@ -1,6 +1,6 @@
 """Storage engines side by side: ingestion and warm search on PostgreSQL against SQLite.
 
-One run, both engines, the same packages, vectors and queries (issue 18):
+One run, both engines, the same packages, vectors and queries:
 
 * ingestion: each package through the pipeline (`index_items`: chunk, write the chunks,
   embed and write the vectors slice by slice) into a fresh index of each engine, the chunk

@@ -26,21 +26,6 @@ if TYPE_CHECKING:
 # command runs (or its help is shown), not when `hexlocal` starts; --modes and --only take
 # their values from it then (LazyChoice, ModeList).
 
-_SOURCE_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_QUERIES = Path("examples") / "eval" / "queries.jsonl"
-SHARED_DEV_QUERIES = Path("..") / "shared" / "eval" / "dev.jsonl"
-
-
-def default_queries(cwd: Path | None = None) -> Path | None:
-    """The shared dev set when this checkout has one beside it, else the bundled examples."""
-    bases = dict.fromkeys([cwd or Path.cwd(), _SOURCE_ROOT])
-    for relative in (SHARED_DEV_QUERIES, BUNDLED_QUERIES):
-        for base in bases:
-            candidate = (base / relative).resolve()
-            if candidate.is_file():
-                return candidate
-    return None
-
 
 def _core_modes() -> tuple[str, ...]:
     from hexlocal_core.evaluation import EVAL_MODES
@@ -145,10 +130,11 @@ async def evaluate(
 @click.command("eval")
 @click.option(
     "--queries",
-    "queries_path",
+    "path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="JSONL query set (default: ../shared/eval/dev.jsonl if present, "
-    "else examples/eval/queries.jsonl).",
+    required=True,
+    help="JSONL query set: {id, kind, package, version, query, expect, note} per line "
+    "(a checkout's research sets are in eval/).",
 )
 @click.option(
     "--modes",
@@ -181,7 +167,7 @@ async def evaluate(
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 @click.option("--ingest", is_flag=True, help="Index every package@version of the query set first.")
 def eval_command(
-    queries_path: Path | None,
+    path: Path,
     modes: tuple[str, ...] | None,
     only: str | None,
     database: str | None,
@@ -201,9 +187,6 @@ def eval_command(
     """
     from hexlocal_core.evaluation import EvalOptions, load_queries
 
-    path = queries_path or default_queries()
-    if path is None:
-        raise click.UsageError("no query set found; pass --queries FILE")
     options = EvalOptions(
         modes=modes or _core_modes(), only=only, exact=exact, all_packages=all_packages
     )

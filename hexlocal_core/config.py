@@ -24,9 +24,9 @@ log = logging.getLogger("hexlocal.config")
 
 T = TypeVar("T")
 
-# int8 since session 2026-12-02c: 1.8x fp32's ingestion speed, the same MRR@10 within a
-# paired interval of [-0.008, +0.005] over 781 eval queries (docs/decisions.md). An index
-# built by fp32 keeps it until `hexlocal reindex` (`Settings.served_with`).
+# int8: 1.8x fp32's ingestion speed, the same MRR@10 within a paired interval of
+# [-0.008, +0.005] over 781 eval queries (docs/decisions/0009-int8-default-embedder.md). An
+# index built by fp32 keeps it until `hexlocal reindex` (`Settings.served_with`).
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2@int8"
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 DEFAULT_AI_API_URL = "https://api.mistral.ai/v1"
@@ -77,7 +77,7 @@ def default_database_path(project_root: Path) -> Path:
 def default_threads() -> int:
     """The local embedder's threads unless EMBED_THREADS says otherwise: the cores this
     process may use, at most 4, so a first ingestion leaves the editor and the compiler
-    room (measured only up to 2 cores here: 1 -> 2 runs side by side, see README)."""
+    room (measured only up to 2 cores: 1 -> 2 runs side by side, docs/lab/embedder.md)."""
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -189,7 +189,8 @@ class _Reader:
 
 @frozen
 class Settings:
-    """Every knob of hexlocal; see the README's settings table."""
+    """Every knob of hexlocal; docs/settings.md (generated from this module) says what each
+    variable means."""
 
     project_root: Path
     database_path: Path
@@ -417,6 +418,8 @@ ENV_VARIABLES = _ENV_NAMES + (
     "HEXLOCAL_HTTP_TOKEN",
     "HEXLOCAL_HTTP_TOKEN_FILE",
     "HEXLOCAL_HTTP_SHUTDOWN_GRACE_S",
+    "HEXLOCAL_SERVER_ID",
+    "EMBED_THREADS",
 )
 
 # Variables the MCP server reads besides Settings' own: huggingface_hub's (where models come

@@ -99,7 +99,8 @@ class Hexlocal:
         self._otp_docs = otp_docs
         self._engine = SearchEngine(store, embedder, reranker)
         # Texts handed to the embedder per call; progress and cancellation move between
-        # calls, and the adapter batches each call its own way (see docs/decisions.md).
+        # calls, and the adapter batches each call its own way
+        # (docs/decisions/0006-ingestion-and-chunking.md).
         self._slice = settings.embed_batch_size
         paths = SourcePaths(settings.project_root, settings.elixir_home, settings.max_docs_bytes)
         otp = OtpSource(otp_docs, otp_paths(settings))

@@ -13,7 +13,7 @@ weights folded per query shape, ready to paste into `WEIGHTS`.
 The fitted sets are searched with the error-paste map off unless `--error-map`: the shipped
 map was fitted on their error queries, so with it on their cosine features are better than
 any user's, and the fit learns to trust the vector arm on errors (lever 24 in
-docs/decisions.md: error MRR@10 .80 with it, .65 without). Judged sets search as users do.
+docs/lab/learned-ranking.md: error MRR@10 .80 with it, .65 without). Judged sets search as users do.
 
 `--folds package` holds out whole packages instead of whole sets (the sets share packages
 and answers; see hexlocal_core/evaluation/folds.py). `--judge` names unspent sets of the

@@ -1,4 +1,4 @@
-"""Fit the error pastes' query adapter (lever 21, docs/decisions.md) and cross-validate it.
+"""Fit the error pastes' query adapter (lever 21, docs/lab/error-map.md) and cross-validate it.
 
 The adapter is a linear map on the query vector, q' = q + A q, fitted so that each labelled
 query's relevant chunks win a softmax over every chunk of its package (cosine, temperature

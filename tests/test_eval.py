@@ -16,7 +16,6 @@ import pytest
 from click.testing import CliRunner
 
 from hexlocal_cli import common
-from hexlocal_cli.eval_cmd import default_queries
 from hexlocal_cli.main import cli
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import UserInputError
@@ -532,15 +531,13 @@ def test_cli_malformed_query_file_exits_2(cli_env: Path) -> None:
     assert "line 1" in result.output
 
 
-def test_default_query_set_prefers_the_shared_dev_set(tmp_path: Path) -> None:
-    checkout = tmp_path / "main"
-    (checkout / "examples" / "eval").mkdir(parents=True)
-    (checkout / "examples" / "eval" / "queries.jsonl").write_text("{}", encoding="utf-8")
-    found = default_queries(checkout)
-    assert found is not None and found.name in ("dev.jsonl", "queries.jsonl")
-    (tmp_path / "shared" / "eval").mkdir(parents=True)
-    (tmp_path / "shared" / "eval" / "dev.jsonl").write_text("{}", encoding="utf-8")
-    assert default_queries(checkout) == (tmp_path / "shared" / "eval" / "dev.jsonl").resolve()
+def test_cli_needs_a_query_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No research set is a default: an installed wheel has none, and a checkout's sets are
+    # held out or spent by rule (eval/README.md), never measured by accident.
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["eval"])
+    assert result.exit_code == 2
+    assert "--queries" in result.output
 
 
 async def test_cli_ingest_indexes_the_query_set_first(

@@ -24,18 +24,18 @@ from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import DocItem
 from tests.conftest import HEXDOCS, REPO_ROOT, SHARED
 
-BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
-AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"
-CONFIRM = REPO_ROOT / "examples" / "eval" / "confirm_tasks.jsonl"
-CONFIRM_ERRORS = REPO_ROOT / "examples" / "eval" / "confirm_errors.jsonl"
-HELDOUT_ERRORS = REPO_ROOT / "examples" / "eval" / "heldout_errors.jsonl"
-HELDOUT_TASKS = REPO_ROOT / "examples" / "eval" / "heldout_tasks.jsonl"
-HELDOUT_MIXED = REPO_ROOT / "examples" / "eval" / "heldout_mixed.jsonl"
-HELDOUT_THIRD = REPO_ROOT / "examples" / "eval" / "heldout_third.jsonl"
-HELDOUT_FOURTH = REPO_ROOT / "examples" / "eval" / "heldout_fourth.jsonl"
-HELDOUT_FIFTH = REPO_ROOT / "examples" / "eval" / "heldout_fifth.jsonl"
-HELDOUT_SIXTH = REPO_ROOT / "examples" / "eval" / "heldout_sixth.jsonl"
-HELDOUT_SEVENTH = REPO_ROOT / "examples" / "eval" / "heldout_seventh.jsonl"
+BUNDLED = REPO_ROOT / "eval" / "queries.jsonl"
+AGENT = REPO_ROOT / "eval" / "heldout_agent.jsonl"
+CONFIRM = REPO_ROOT / "eval" / "confirm_tasks.jsonl"
+CONFIRM_ERRORS = REPO_ROOT / "eval" / "confirm_errors.jsonl"
+HELDOUT_ERRORS = REPO_ROOT / "eval" / "heldout_errors.jsonl"
+HELDOUT_TASKS = REPO_ROOT / "eval" / "heldout_tasks.jsonl"
+HELDOUT_MIXED = REPO_ROOT / "eval" / "heldout_mixed.jsonl"
+HELDOUT_THIRD = REPO_ROOT / "eval" / "heldout_third.jsonl"
+HELDOUT_FOURTH = REPO_ROOT / "eval" / "heldout_fourth.jsonl"
+HELDOUT_FIFTH = REPO_ROOT / "eval" / "heldout_fifth.jsonl"
+HELDOUT_SIXTH = REPO_ROOT / "eval" / "heldout_sixth.jsonl"
+HELDOUT_SEVENTH = REPO_ROOT / "eval" / "heldout_seventh.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # Every query set; a new one joins here and in the checks of its kinds.
 ALL_SETS: tuple[Path, ...] = (
@@ -167,7 +167,7 @@ def test_errors_are_pasted_output_not_questions(path: Path) -> None:
 
 
 def test_confirmation_set_is_tasks_over_enough_packages() -> None:
-    # Written for one pre-registered check (docs/decisions.md, retrieval lever 8): tasks
+    # Written for one pre-registered check (docs/lab/retrieval-levers.md, lever 8): tasks
     # only, in the user's words, none copied from the agent set.
     queries = load_queries(CONFIRM)
     packages = Counter(q.package for q in queries)
@@ -187,7 +187,7 @@ def test_error_sets_are_errors_over_enough_packages(
     path: Path, size: int, spread: int, most: int
 ) -> None:
     # Each written before any search ran on it, for a check decided in advance
-    # (docs/decisions.md, retrieval levers 11 and 12): errors only, none copied from the
+    # (docs/lab/retrieval-levers.md, levers 11 and 12): errors only, none copied from the
     # other error sets.
     queries = load_queries(path)
     packages = Counter(q.package for q in queries)
@@ -212,7 +212,7 @@ def test_error_sets_are_errors_over_enough_packages(
 
 def test_held_out_task_set_is_tasks_over_enough_packages() -> None:
     # Written before any search ran on it, for the task levers' check decided in advance
-    # (docs/decisions.md, retrieval levers 13 and 14): tasks only, none copied from the
+    # (docs/lab/retrieval-levers.md, levers 13 and 14): tasks only, none copied from the
     # other task sets.
     queries = load_queries(HELDOUT_TASKS)
     packages = Counter(q.package for q in queries)

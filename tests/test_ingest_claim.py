@@ -1,4 +1,4 @@
-"""Servers sharing one index ingest a package version once (issue 18).
+"""Servers sharing one index ingest a package version once.
 
 The engine decides who holds the claim (PostgreSQL: an advisory lock, see tests/pg/); this
 is the ingestor's side, over the real SQLite store with a claim held "elsewhere": it

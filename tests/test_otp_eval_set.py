@@ -1,4 +1,4 @@
-"""The OTP query set (`examples/eval/otp.jsonl`) names items OTP 27.3.4.1 really has: each
+"""The OTP query set (`eval/otp.jsonl`) names items OTP 27.3.4.1 really has: each
 expected ref is in ExDoc's search data of the release's doc tarball, and the parser yields
 an item with text for at least one of a query's refs (a few entries, `erlang:send_after/3`,
 are "Equivalent to ..." with no text of their own in ExDoc's index)."""
@@ -16,7 +16,7 @@ from hexlocal_core.ingest.otp_tarball import app_items
 from hexlocal_core.model import DocItem
 from tests.conftest import CORPUS, REPO_ROOT
 
-OTP_SET = REPO_ROOT / "examples" / "eval" / "otp.jsonl"
+OTP_SET = REPO_ROOT / "eval" / "otp.jsonl"
 TARBALL = CORPUS / "otp" / "otp_doc_html_27.3.4.1.tar.gz"
 _ID = re.compile(r"^otp-(?P<package>[a-z_]+)-(?P<kind>[tes])-\d{2}$")
 

@@ -51,7 +51,7 @@ class EmbedderOptions:
     max_length: int | None = None  # None: the model's own max_seq_length, else 256
     # Texts per onnxruntime run. 8, not 32: on an AVX-512 machine (2 threads, plug's chunks,
     # 3 interleaved rounds) 8 was faster in every round, fp32 +9 %, int8 +11 %; on the
-    # AVX2 machine of earlier sessions 8-32 moved -6 % to +16 % with no consistent sign.
+    # AVX2 machine measured before, 8-32 moved -6 % to +16 % with no consistent sign.
     batch_size: int = 8
     token_budget: int = 8192  # padded tokens per run: bounds memory and query latency
     max_padding: float = 0.2  # a row is not padded by more than this share of the batch width

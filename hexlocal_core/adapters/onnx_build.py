@@ -14,7 +14,7 @@ transformer ops (`com.microsoft` Attention with one packed QKV projection,
 SkipLayerNormalization, BiasGelu): onnxruntime's own graph optimiser fuses only the GELU of
 the plain-op graph. fp32 runs at the same speed either way; the int8 copy quantises the
 fused Attention too and embeds 1.1-1.2x faster than int8 of the plain-op graph
-(docs/decisions.md). Built graphs are cached under a name keyed by the weights, the config
+(docs/lab/embedder.md). Built graphs are cached under a name keyed by the weights, the config
 and the builder version, written atomically, and verified with onnxruntime before use.
 """
 

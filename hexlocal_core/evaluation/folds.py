@@ -1,8 +1,8 @@
 """Cross-validation folds by package, for anything fitted on the eval sets.
 
 The sets share packages and answers, so folds by set let a fit memorise where a package's
-answers lie (a query map: +0.25 MRR@10 by set against +0.04 by package, docs/decisions.md
-lever 21). Users search packages nothing was fitted on: hold whole packages out.
+answers lie (a query map: +0.25 MRR@10 by set against +0.04 by package, lever 21
+in docs/lab/error-map.md). Users search packages nothing was fitted on: hold whole packages out.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Measured (one index of 31 packages, real MiniLM, rrf MRR@10): dev 0.919 -> 0.919
 0.543). Every weight from 0.3 to 1.0 at depth 3 held on all three sets; depth 2 and 5 did
 not; error pastes lost recall (0.871 -> 0.839), so prose only. Re-scoring both arms'
 candidates with the moved query instead of a second search scored the same. Warm
-in-process p50 17.8 -> 19.1-19.7 ms. Every run: docs/decisions.md.
+in-process p50 17.8 -> 19.1-19.7 ms. Every run: docs/lab/retrieval-levers.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ orders place near the top.
 The weights were fitted once (pairwise logistic loss, L2 0.001) on the six spent query
 sets (`benchmarks/bench_retrieval.py`: dev, examples, agent, confirm, errors,
 heldout_errors) and chosen by leave-one-set-out cross-validation; lever 16 in
-docs/decisions.md has every run and the held-out check. They were fitted on the fp32
+docs/lab/learned-ranking.md has every run and the held-out check. They were fitted on the fp32
 embedder's candidates and kept when int8 became the default (judged with them). Refit
 them when the features, the arms, the chunker or the model change: the fit is
 `scripts/fit_learned_rank.py`.

@@ -13,7 +13,7 @@ NO_EMBEDDER = Notice(
 )
 
 # Short on purpose: it is the state of every install until the cross-encoder is fetched,
-# and the engine says it once per session (issue 15), so it must cost the reader little.
+# and the engine says it once per session, so it must cost the reader little.
 NO_RERANKER = Notice(
     "rerank_unavailable",
     "No cross-encoder yet, so results keep the fused order (`hexlocal models pull`; "

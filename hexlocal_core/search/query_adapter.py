@@ -1,4 +1,4 @@
-"""A linear map on the query vector of error pastes (lever 21, docs/decisions.md).
+"""A linear map on the query vector of error pastes (lever 21, docs/lab/error-map.md).
 
 A pasted error embeds near whatever its noise resembles (stack lines, PIDs, SQL), not near
 the item that explains it. The map q' = q + A q, fitted on the spent sets' error queries

@@ -13,8 +13,8 @@ the prose that answers; the plain form alone lost examples concept MRR (0.689 ->
 Measured (rrf, recall@5 / MRR@10, one index of the sets' packages): dev and the bundled set
 unchanged (0.977 / 0.919, 0.926 / 0.845); held-out agent 0.853 / 0.722 -> 0.863 / 0.736
 (task 0.527 -> 0.570); then, pre-registered, on a set written for the check
-(`examples/eval/confirm_tasks.jsonl`, 36 tasks): 0.889 / 0.556 -> 0.889 / 0.561. Costs a
-second text in the query embedding (2-10 ms here). Every run: docs/decisions.md, lever 8.
+(`eval/confirm_tasks.jsonl`, 36 tasks): 0.889 / 0.556 -> 0.889 / 0.561. Costs a
+second text in the query embedding (2-10 ms here). Every run: docs/lab/retrieval-levers.md, lever 8.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What shape a query has, and what an error-message paste should be searched for.
 
-Agents send three shapes of query, and they fail differently (issue 16):
+Agents send three shapes of query, and they fail differently:
 
 * `identifier`: a pasted symbol (`Plug.Conn.put_resp_header/3`, `c:handle_begin/2`,
   `:queue_target`, `mix ecto.gen.migration`, `--log-migrations-sql`): the words are the

@@ -16,7 +16,7 @@ MODES = ("fts", "vector", "rrf", "rerank")
 @frozen
 class SearchTuning:
     """The retrieval knobs in one value, so benchmarks and experiments vary them without
-    patching modules. The defaults are the measured choice (docs/decisions.md)."""
+    patching modules. The defaults are the measured choice (docs/decisions/, docs/lab/)."""
 
     fts_depth: int = DEPTH
     vec_depth: int = DEPTH
@@ -43,8 +43,8 @@ class SearchTuning:
     error_adapter: bool = True
     # (fts, vector) weights per query shape; a shape not named (or None): fts_weight /
     # vec_weight. Error pastes lean on the keyword arm, which alone matched the fusion on
-    # both error sets written for the check (lever 15, docs/decisions.md): MRR@10 held-out
-    # errors 0.524 -> 0.562, agent errors 0.635 -> 0.648, recall@5 held or up.
+    # both error sets written for the check (lever 15, docs/lab/retrieval-levers.md):
+    # MRR@10 held-out errors 0.524 -> 0.562, agent errors 0.635 -> 0.648, recall@5 held or up.
     shape_weights: tuple[tuple[str, float, float], ...] | None = (("error", 2.0, 1.0),)
     # Relevance feedback on the vector arm, prose queries in rrf/rerank (search/feedback.py,
     # where the measurements are); 0 turns it off.

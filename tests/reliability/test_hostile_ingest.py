@@ -1,5 +1,5 @@
 """Tiny hostile docs inputs that once burned minutes of CPU or gigabytes of memory, or
-escaped as non-domain exceptions (issue 14). A docs tarball and a project's `_build` are
+escaped as non-domain exceptions. A docs tarball and a project's `_build` are
 untrusted input.
 
 Each row builds the input, runs it through the real reader/parser/chunker, and checks

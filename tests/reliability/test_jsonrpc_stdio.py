@@ -278,7 +278,8 @@ async def test_exits_promptly_when_stdin_closes_during_an_ingestion(
         closed = time.monotonic()
         await asyncio.wait_for(raw.proc.wait(), 30)
         elapsed = time.monotonic() - closed
-        print(f"exit after stdin closed: {elapsed:.2f} s")  # the figure for docs/decisions.md
+        # The figure docs/lab/reliability.md records.
+        print(f"exit after stdin closed: {elapsed:.2f} s")
     finally:
         await raw.stop()
     log = (tmp_path / "stderr.log").read_text(errors="replace")
@@ -302,7 +303,8 @@ async def test_exits_promptly_when_stdin_closes_during_a_slow_download(
         closed = time.monotonic()
         await asyncio.wait_for(raw.proc.wait(), 30)
         elapsed = time.monotonic() - closed
-        print(f"exit after stdin closed: {elapsed:.2f} s")  # the figure for docs/decisions.md
+        # The figure docs/lab/reliability.md records.
+        print(f"exit after stdin closed: {elapsed:.2f} s")
     finally:
         await raw.stop()
     assert elapsed < EXIT_BOUND_S, f"exit took {elapsed:.1f} s"
