@@ -99,7 +99,7 @@ def standin_reranker(cache: Path) -> Reranker | None:
     """
     try:
         from hexlocal_core.adapters.cross_encoder import build_local_reranker
-        from tests.model_fixtures import model_settings, write_stand_in_reranker
+        from tests.support.model_fixtures import model_settings, write_stand_in_reranker
     except ImportError:
         return None
     folder = cache / "stand-in-reranker"

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import struct
-import subprocess
 import tarfile
 from collections import Counter
 from pathlib import Path
@@ -30,60 +28,10 @@ from hexlocal_core.ingest.beam_sources import (
     find_elixir_lib,
 )
 from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
-from tests.conftest import HEXDOCS
-from tests.test_etf import encode
-
-# --- building beams -------------------------------------------------------------------------
-
-
-def make_beam(chunks: list[tuple[bytes, bytes]]) -> bytes:
-    body = b"BEAM"
-    for chunk_id, data in chunks:
-        body += chunk_id + struct.pack(">I", len(data)) + data + b"\0" * (-len(data) % 4)
-    return b"FOR1" + struct.pack(">I", len(body)) + body
-
-
-def split_beam(data: bytes) -> list[tuple[bytes, bytes]]:
-    chunks, pos = [], 12
-    while pos + 8 <= len(data):
-        (size,) = struct.unpack_from(">I", data, pos + 4)
-        chunks.append((data[pos : pos + 4], data[pos + 8 : pos + 8 + size]))
-        pos += 8 + (size + 3) // 4 * 4
-    return chunks
-
-
-def replace_chunk(data: bytes, chunk_id: bytes, new: bytes | None) -> bytes:
-    """Rewrite the IFF with one chunk replaced (or dropped when `new` is None)."""
-    chunks = [(cid, new if cid == chunk_id else body) for cid, body in split_beam(data)]
-    return make_beam([(cid, body) for cid, body in chunks if body is not None])
-
-
-def atoms(module: str) -> bytes:
-    name = module.encode()
-    return struct.pack(">i", 1) + bytes([len(name)]) + name
-
-
-def en(text: str) -> dict[bytes, bytes]:
-    return {b"en": text.encode()}
-
-
-def entry(
-    kind: str, name: str, arity: int, doc: Any, *, sig: list[str] | None = None, **meta: Any
-) -> tuple[Any, ...]:
-    metadata = {Atom(k): (v.encode() if isinstance(v, str) else v) for k, v in meta.items()}
-    signatures = [s.encode() for s in (sig or [])]
-    return ((Atom(kind), Atom(name), arity), 1, signatures, doc, metadata)
-
-
-def docs_term(
-    module_doc: Any, entries: list[Any], fmt: bytes = b"text/markdown", **meta: Any
-) -> Any:
-    metadata = {Atom(k): v.encode() for k, v in meta.items()}
-    return (Atom("docs_v1"), 1, Atom("elixir"), fmt, module_doc, metadata, entries)
-
-
-def beam(module: str, term: Any) -> bytes:
-    return make_beam([(b"AtU8", atoms(module)), (b"Code", b"\0" * 16), (b"Docs", encode(term))])
+from tests.support.beams import beam, docs_term, en, entry, make_beam, replace_chunk
+from tests.support.elixir import compile_sample
+from tests.support.etf import encode
+from tests.support.paths import HEXDOCS
 
 
 def items_of(module: str, term: Any) -> dict[str, DocItem]:
@@ -502,63 +450,6 @@ def test_rewritten_real_beams(elixir_lib: BuildApp) -> None:
         with pytest.raises(BeamSkipped) as info:
             read_beam_docs(data)
         assert info.value.reason == reason
-
-
-SAMPLE_EX = '''
-defmodule Hexlocal.Sample do
-  @moduledoc """
-  A sample module for **hexlocal**.
-  """
-  @moduledoc since: "0.2.0"
-
-  @typedoc "An opaque handle."
-  @opaque handle :: {:handle, term}
-
-  @doc "Greets `name`."
-  @doc since: "0.1.0"
-  def greet(name, greeting \\\\ "hi"), do: greeting <> " " <> name
-
-  @doc false
-  def secret, do: :ok
-
-  @deprecated "Use greet/1 instead"
-  @doc "Greets the old way."
-  def old_greet(name), do: greet(name)
-
-  def undocumented(x), do: x
-
-  @doc "Doubles `x`."
-  defmacro twice(x), do: quote(do: unquote(x) * 2)
-end
-
-defmodule Hexlocal.Hidden do
-  @moduledoc false
-  @doc "Hidden because its module is."
-  def visible?, do: false
-end
-'''
-
-
-def elixirc(
-    root: Path, sources: list[str], out: Path, *, code_paths: tuple[Path, ...] = ()
-) -> None:
-    """The real elixirc compiling `sources` (relative to `root`, where it runs, so the
-    beams record those paths) into `out`; the test is skipped when Elixir is absent."""
-    compiler = shutil.which("elixirc")
-    if compiler is None:
-        pytest.skip("elixirc is not on PATH")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [arg for path in code_paths for arg in ("-pa", str(path))]
-    args = [compiler, *paths, "-o", str(out), *sources]
-    subprocess.run(args, cwd=root, check=True, capture_output=True, timeout=120)
-
-
-def compile_sample(root: Path) -> None:
-    """SAMPLE_EX compiled by the real elixirc into root's _build, as the app sample 0.3.0."""
-    (root / "sample.ex").write_text(SAMPLE_EX)
-    ebin = root / "_build/dev/lib/sample/ebin"
-    elixirc(root, ["sample.ex"], ebin)
-    (ebin / "sample.app").write_text('{application,sample,[{vsn,"0.3.0"},{modules,[]}]}.\n')
 
 
 @pytest.mark.elixir

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import io
 import shutil
-import struct
 import subprocess
 import tarfile
-import zlib
 from pathlib import Path
 
 import pytest
@@ -20,23 +18,22 @@ from hexlocal_core.ingest.beam_calls import (
     calls_from_ebins,
     read_beam_calls,
 )
-from tests.conftest import CORPUS
-from tests.test_beam import make_beam
-from tests.upgrade_project import compiled_project
-
-U, INT, A, Z = 0, 1, 2, 7  # compact term tags
-
-
-def enc(tag: int, value: int) -> bytes:
-    """The compact term encoding, as beam_asm writes it."""
-    if value < 16:
-        return bytes([(value << 4) | tag])
-    if value < 2048:
-        return bytes([((value >> 3) & 0xE0) | tag | 0x08, value & 0xFF])
-    data = value.to_bytes((value.bit_length() + 8) // 8, "big")
-    if len(data) <= 8:
-        return bytes([((len(data) - 2) << 5) | 0x18 | tag]) + data
-    return bytes([0xF8 | tag]) + enc(U, len(data) - 9) + data
+from tests.support.beams import (
+    CALL_CMP,
+    CALL_REVERSE,
+    FUNC_INFO,
+    INT,
+    A,
+    U,
+    atoms_chunk,
+    code_chunk,
+    demo_beam,
+    enc,
+    line,
+    make_beam,
+)
+from tests.support.paths import CORPUS, shared
+from tests.support.upgrade_project import compiled_project
 
 
 @pytest.mark.parametrize(
@@ -55,71 +52,6 @@ def test_compact_terms_decode(data: bytes, expected: tuple[int, int]) -> None:
     reader = _Reader(data, 0)
     assert reader.operand() == expected
     assert reader.pos == len(data)
-
-
-def table(rows: list[tuple[int, int, int]]) -> bytes:
-    return struct.pack(">I", len(rows)) + b"".join(struct.pack(">III", *r) for r in rows)
-
-
-ATOMS = ["Elixir.Demo", "run", "Elixir.Decimal", "cmp", "lists", "reverse", "add", "Demo.ex"]
-
-
-def atoms_chunk(names: list[str]) -> bytes:
-    return struct.pack(">i", len(names)) + b"".join(bytes([len(n)]) + n.encode() for n in names)
-
-
-def code_chunk(*instructions: bytes) -> bytes:
-    header = struct.pack(">IIIII", 16, 0, 178, 4, 1)
-    return header + b"".join(instructions) + bytes([3])  # int_code_end
-
-
-def line_chunk(items: list[tuple[int, int]], names: list[str]) -> bytes:
-    body = b""
-    current = 0
-    for file_index, line in items:
-        if file_index != current:
-            body += enc(A, file_index)
-            current = file_index
-        body += enc(INT, line)
-    body += b"".join(struct.pack(">H", len(n)) + n.encode() for n in names)
-    return struct.pack(">5I", 0, 0, len(items), len(items), len(names)) + body
-
-
-def fun_literals(mfa: tuple[str, str, int]) -> bytes:
-    module, function, arity = mfa
-    term = (
-        b"\x83\x71"
-        + b"".join(bytes([119, len(a)]) + a.encode() for a in (module, function))
-        + bytes([97, arity])
-    )
-    raw = struct.pack(">I", 1) + struct.pack(">I", len(term)) + term
-    return struct.pack(">I", len(raw)) + zlib.compress(raw)
-
-
-FUNC_INFO = bytes([2]) + enc(A, 1) + enc(A, 2) + enc(U, 1)  # Demo.run/1
-CALL_CMP = bytes([7]) + enc(U, 2) + enc(U, 0)  # call_ext 2, import 0 (Decimal.cmp/2)
-CALL_REVERSE = bytes([78]) + enc(U, 1) + enc(U, 1)  # call_ext_only 1, import 1
-MOVE_FUN = bytes([64]) + enc(Z, 4) + enc(U, 0) + enc(3, 0)  # move {literal,0} x0
-
-
-def demo_beam(*, code: bytes | None = None, lines: bool = True) -> bytes:
-    chunks = [
-        (b"AtU8", atoms_chunk(ATOMS)),
-        (
-            b"Code",
-            code or code_chunk(FUNC_INFO, line(1), CALL_CMP, MOVE_FUN, line(2), CALL_REVERSE),
-        ),
-        (b"ImpT", table([(3, 4, 2), (5, 6, 1)])),
-        (b"ExpT", table([(2, 1, 2)])),
-        (b"LitT", fun_literals(("Elixir.Decimal", "add", 2))),
-    ]
-    if lines:
-        chunks.append((b"Line", line_chunk([(1, 7), (1, 12)], ["lib/demo.ex"])))
-    return make_beam(chunks)
-
-
-def line(index: int) -> bytes:
-    return bytes([153]) + enc(U, index)
 
 
 def test_calls_carry_file_line_and_caller() -> None:
@@ -214,9 +146,7 @@ def test_a_stripped_beam_keeps_its_calls(shop_ebin: Path, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("release", ["otp-25.2.3", "otp-27.3.4.1", "otp-29.1.2"])
 def test_every_otp_beam_is_walked_to_its_end(release: str, tmp_path: Path) -> None:
-    tarball = CORPUS / "otp" / f"{release}-install.tar.gz"
-    if not tarball.is_file():
-        pytest.skip(f"{tarball} is not in the shared corpus")
+    tarball = shared(CORPUS / "otp" / f"{release}-install.tar.gz", "the OTP corpus")
     walked = placed = 0
     with tarfile.open(tarball) as tar:
         for member in tar:

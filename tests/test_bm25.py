@@ -10,7 +10,7 @@ import pytest
 from hexlocal_core.index import bm25, chunks
 from hexlocal_core.index.store import Store
 from hexlocal_core.search.sanitizer import to_phrases
-from tests.helpers import chunk_of, item, write_package
+from tests.support.helpers import chunk_of, item, write_package
 
 WEIGHTS = (8.0, 1.0, 1.5)
 

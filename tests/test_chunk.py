@@ -13,7 +13,7 @@ from hexlocal_core.chunk import CHUNKER_VERSION, SectionChunker
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
 from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import Chunk, DocItem, DocType
-from tests.conftest import HEXDOCS
+from tests.support.paths import HEXDOCS
 
 
 def _item(markdown: str) -> DocItem:

@@ -27,10 +27,10 @@ from hexlocal_cli import common
 from hexlocal_cli.main import cli
 from hexlocal_core import bounds
 from hexlocal_core.config import Settings
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_github import FakeGitHub
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import cli_builds_with_fakes
+from tests.support.helpers import cli_builds_with_fakes
+from tests.support.paths import REPO_ROOT
 
 PACKAGE = "nimble_pool"
 VERSION = "1.1.0"

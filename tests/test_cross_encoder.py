@@ -22,7 +22,7 @@ from hexlocal_core.adapters.onnx_runtime import load_tokenizer, open_session, pa
 from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.model import UsageEvent
 from hexlocal_core.ports import Reranker
-from tests.model_fixtures import model_settings
+from tests.support.model_fixtures import model_settings
 
 QUERY = "how do I make a synchronous call to a GenServer"
 PASSAGES = [

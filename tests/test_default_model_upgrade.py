@@ -16,11 +16,11 @@ from hexlocal_core.adapters import model_sources
 from hexlocal_core.config import DEFAULT_EMBED_MODEL, Settings
 from hexlocal_core.index.db import scalar
 from hexlocal_core.service import Hexlocal, build
-from tests.conftest import MODEL_CACHE
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import db
-from tests.hex_fixtures import client_for, settings_for
-from tests.reliability.support import CliHarness
+from tests.support.harness import CliHarness
+from tests.support.helpers import db
+from tests.support.hex_fixtures import client_for, settings_for
+from tests.support.paths import MODEL_CACHE
 
 FP32 = "sentence-transformers/all-MiniLM-L6-v2"
 INT8 = f"{FP32}@int8"

@@ -17,8 +17,8 @@ from hexlocal_cli.main import cli
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_mcp.formatting import deprecation, search_result
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder
-from tests.hex_fixtures import client_for, settings_for
+from tests.support.helpers import HashingEmbedder
+from tests.support.hex_fixtures import client_for, settings_for
 
 NOTE = "deprecated: Use compare/2 instead."
 

@@ -22,7 +22,7 @@ from hexlocal_core.model import SourceKind
 from hexlocal_core.search.query_shape import asks_how_to_use
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder, project_root
+from tests.support.helpers import HashingEmbedder, project_root
 
 RULES = """# Rules for working with Jason
 

@@ -34,8 +34,8 @@ from hexlocal_core.usecases.diff import (
 )
 from hexlocal_mcp.server import create_server
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder, item
-from tests.hex_fixtures import client_for, settings_for
+from tests.support.helpers import HashingEmbedder, item
+from tests.support.hex_fixtures import client_for, settings_for
 
 OLD, NEW = "3.12.5", "3.14.2"
 

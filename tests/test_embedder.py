@@ -23,8 +23,8 @@ from hexlocal_core.adapters.model_sources import Which
 from hexlocal_core.errors import ConfigError, ModelError, ModelUnavailable
 from hexlocal_core.model import UsageEvent
 from hexlocal_core.ports import Embedder
-from tests.conftest import SHARED
-from tests.model_fixtures import FP32_MODEL, model_settings
+from tests.support.model_fixtures import FP32_MODEL, model_settings
+from tests.support.paths import SHARED, shared
 
 REFERENCE = SHARED / "reference" / "minilm_l6_v2_reference.json"
 MODEL_ID = "local:sentence-transformers/all-MiniLM-L6-v2"
@@ -40,8 +40,7 @@ class Usage:
 
 @pytest.fixture(scope="module")
 def reference() -> list[dict[str, Any]]:
-    if not REFERENCE.is_file():
-        pytest.skip(f"reference data not found at {REFERENCE}")
+    shared(REFERENCE, "the embedder's reference vectors")
     items: list[dict[str, Any]] = json.loads(REFERENCE.read_text(encoding="utf-8"))["items"]
     return items
 

@@ -20,8 +20,8 @@ from hexlocal_core.adapters.local_embedder import (
 )
 from hexlocal_core.adapters.model_sources import Which
 from hexlocal_core.errors import ModelError
-from tests.conftest import SHARED
-from tests.model_fixtures import model_settings
+from tests.support.model_fixtures import model_settings
+from tests.support.paths import SHARED, shared
 
 REFERENCE = SHARED / "reference" / "minilm_l6_v2_reference.json"
 INT8_ID = "local:sentence-transformers/all-MiniLM-L6-v2@int8"
@@ -33,8 +33,7 @@ WORST_COSINE_FLOOR = 0.96
 
 @pytest.fixture(scope="module")
 def reference() -> list[dict[str, Any]]:
-    if not REFERENCE.is_file():
-        pytest.skip(f"reference data not found at {REFERENCE}")
+    shared(REFERENCE, "the embedder's reference vectors")
     items: list[dict[str, Any]] = json.loads(REFERENCE.read_text(encoding="utf-8"))["items"]
     return items
 

@@ -25,8 +25,8 @@ from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import parse_identifier
 from hexlocal_core.search.tuning import POOL
-from tests.helpers import HashingEmbedder, ScriptedReranker
-from tests.model_fixtures import model_settings
+from tests.support.helpers import HashingEmbedder, ScriptedReranker
+from tests.support.model_fixtures import model_settings
 
 PACKAGE = "jason"  # 1.4.4, the `jason_index` fixture (conftest.py)
 QUERY = "encode a map to JSON"

@@ -14,7 +14,7 @@ from hexlocal_core.search.engine import SearchEngine, plan_query
 from hexlocal_core.search.fusion import rrf
 from hexlocal_core.search.query_shape import Shape
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
 
 PACKAGE = "jason"  # 1.4.4, the `jason_index` fixture (conftest.py)
 # As Elixir prints it: the raising function in the message and the top stack frame, the

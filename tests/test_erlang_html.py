@@ -21,7 +21,7 @@ from hexlocal_core.ingest.erlang_html import (
     to_markdown,
 )
 from hexlocal_core.model import Atom
-from tests.otp_corpus import APPS25, APPS27, OTP25, OTP27, install
+from tests.support.otp_corpus import APPS25, APPS27, OTP25, OTP27, install
 
 
 @pytest.fixture(scope="module")
@@ -400,8 +400,8 @@ def test_depth_within_the_cap_renders() -> None:
 
 def test_a_hostile_chunk_entry_is_a_bad_entry_not_a_failed_module() -> None:
     """Through the BEAM reader: one entry nested too deep is counted, the rest are read."""
-    from tests.test_beam import beam
-    from tests.test_beam import entry as make_entry
+    from tests.support.beams import beam
+    from tests.support.beams import entry as make_entry
 
     good = make_entry("function", "ok", 0, {b"en": [el("p", "Fine.")]})
     bad = make_entry("function", "deep", 0, {b"en": [emphasised(45)]})

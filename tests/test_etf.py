@@ -1,4 +1,6 @@
-"""The ETF decoder: hand-encoded tables, every hostile case, Erlang's own bytes, fuzzing."""
+"""The ETF decoder: hand-encoded tables, every hostile case, Erlang's own bytes, round trips.
+
+Any bytes giving a term or an `IngestError` (fuzzing) is tests/reliability/test_fuzz_etf.py."""
 
 from __future__ import annotations
 
@@ -10,68 +12,14 @@ import zlib
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import etf
 from hexlocal_core.ingest.etf import BitBinary, ImproperList, decode
 from hexlocal_core.model import Atom
-
-# --- a small encoder, for round trips and for building Docs chunks in test_beam --------
-
-
-def encode(term: Any, *, compressed: bool = False) -> bytes:
-    """`term_to_binary/1` for the Python shapes the decoder returns (str means an atom)."""
-    body = _enc(term)
-    if compressed:
-        return bytes([131, 80]) + struct.pack(">I", len(body)) + zlib.compress(body)
-    return bytes([131]) + body
-
-
-def _enc(term: Any) -> bytes:
-    if isinstance(term, Atom | str):
-        name = (term.name if isinstance(term, Atom) else term).encode()
-        if len(name) < 256:
-            return bytes([119, len(name)]) + name
-        return b"v" + struct.pack(">H", len(name)) + name
-    if isinstance(term, bool):
-        raise TypeError("write booleans as Atom('true')")
-    if isinstance(term, int):
-        return _enc_int(term)
-    if isinstance(term, float):
-        return b"F" + struct.pack(">d", term)
-    if isinstance(term, bytes):
-        return b"m" + struct.pack(">I", len(term)) + term
-    if isinstance(term, BitBinary):
-        return b"M" + struct.pack(">IB", len(term.data), term.bits) + term.data
-    if isinstance(term, tuple):
-        head = bytes([104, len(term)]) if len(term) < 256 else b"i" + struct.pack(">I", len(term))
-        return head + b"".join(_enc(t) for t in term)
-    if isinstance(term, list):
-        if not term:
-            return b"j"
-        return b"l" + struct.pack(">I", len(term)) + b"".join(_enc(t) for t in term) + b"j"
-    if isinstance(term, ImproperList):
-        items = b"".join(_enc(t) for t in term.items)
-        return b"l" + struct.pack(">I", len(term.items)) + items + _enc(term.tail)
-    if isinstance(term, dict):
-        pairs = b"".join(_enc(k) + _enc(v) for k, v in term.items())
-        return b"t" + struct.pack(">I", len(term)) + pairs
-    raise TypeError(f"cannot encode {term!r}")
-
-
-def _enc_int(n: int) -> bytes:
-    if 0 <= n < 256:
-        return bytes([97, n])
-    if -(2**31) <= n < 2**31:
-        return b"b" + struct.pack(">i", n)
-    magnitude = abs(n).to_bytes((abs(n).bit_length() + 7) // 8, "little")
-    sign = 1 if n < 0 else 0
-    if len(magnitude) < 256:
-        return bytes([110, len(magnitude), sign]) + magnitude
-    return b"o" + struct.pack(">IB", len(magnitude), sign) + magnitude
-
+from tests.support.etf import encode
 
 # --- hand-encoded tables ------------------------------------------------------------------
 
@@ -246,105 +194,7 @@ def test_decodes_what_erlang_encodes() -> None:
     }
 
 
-# --- fuzzing: only IngestError, ever ---------------------------------------------------------
-
-
-TRUE = Atom("true")
-
-
-def _sample_chunk() -> bytes:
-    """A Docs-shaped term with every tag the decoder knows, uncompressed."""
-    term = (
-        Atom("docs_v1"),
-        2,
-        Atom("elixir"),
-        b"text/markdown",
-        {b"en": b"Module docs with `code`.\n\n    iex> 1 + 1\n    2\n"},
-        {Atom("since"): b"1.0.0", Atom("deprecated"): b"Use other/1"},
-        [
-            (
-                (Atom("function"), Atom("map"), 2),
-                7,
-                [b"map(enumerable, fun)"],
-                {b"en": b"Maps."},
-                {},
-            ),
-            (
-                (Atom("type"), Atom("t"), 0),
-                -70000,
-                [],
-                Atom("none"),
-                {Atom("opaque"): Atom("true")},
-            ),
-            ((Atom("callback"), Atom("init"), 1), 2**70, [], Atom("hidden"), {}),
-        ],
-        ImproperList((1.5, BitBinary(b"\x80", 1)), [104, 105]),
-        [b"x" * 300],
-    )
-    return encode(term)
-
-
-SAMPLE = _sample_chunk()
-SAMPLE_COMPRESSED = b"\x83P" + struct.pack(">I", len(SAMPLE) - 1) + zlib.compress(SAMPLE[1:])
-
-
-def _decode_or_ingest_error(data: bytes) -> None:
-    try:
-        decode(data, max_uncompressed=1024 * 1024)
-    except IngestError:
-        pass
-
-
-FUZZ = settings(
-    max_examples=1000,
-    deadline=1000,
-    suppress_health_check=[HealthCheck.too_slow],
-    database=None,
-)
-
-
-@FUZZ
-@given(st.binary(max_size=200))
-def test_fuzz_random_bytes(data: bytes) -> None:
-    _decode_or_ingest_error(data)
-    _decode_or_ingest_error(b"\x83" + data)
-
-
-@st.composite
-def mutated(draw: st.DrawFn, base: bytes) -> bytes:
-    data = bytearray(base)
-    for _ in range(draw(st.integers(1, 6))):
-        pos = draw(st.integers(0, len(data) - 1))
-        action = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
-        if action == "flip":
-            data[pos] ^= 1 << draw(st.integers(0, 7))
-        elif action == "set":
-            data[pos] = draw(st.sampled_from([0, 1, 0x7F, 0x80, 0xFF, 97, 104, 108, 109, 116]))
-        elif action == "cut":
-            del data[max(pos, 1) :]
-        elif action == "insert":
-            data[pos:pos] = draw(st.binary(min_size=1, max_size=5))
-        elif len(data) > 2:
-            del data[pos]
-        if len(data) < 2:
-            break
-    return bytes(data)
-
-
-@FUZZ
-@given(mutated(SAMPLE))
-def test_fuzz_mutated_docs_chunk(data: bytes) -> None:
-    _decode_or_ingest_error(data)
-
-
-@settings(max_examples=300, deadline=1000, database=None)
-@given(mutated(SAMPLE_COMPRESSED))
-def test_fuzz_mutated_compressed_chunk(data: bytes) -> None:
-    _decode_or_ingest_error(data)
-
-
-def test_the_fuzz_seed_chunk_decodes() -> None:
-    assert decode(SAMPLE) == decode(SAMPLE_COMPRESSED)
+# --- properties: what the encoder writes, the decoder reads -------------------------------
 
 
 terms = st.recursive(

@@ -43,7 +43,7 @@ from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.rows import hit_from_row
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder, chunk_of, item, write_package
+from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
 
 PACKAGES = (("jason", "1.4.4"), ("nimble_pool", "1.1.0"))
 

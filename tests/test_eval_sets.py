@@ -22,7 +22,7 @@ from hexlocal_core.ingest.exdoc_search import load_search_index
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
 from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import DocItem
-from tests.conftest import HEXDOCS, REPO_ROOT, SHARED
+from tests.support.paths import HEXDOCS, REPO_ROOT, SHARED
 
 BUNDLED = REPO_ROOT / "examples" / "eval" / "queries.jsonl"
 AGENT = REPO_ROOT / "examples" / "eval" / "heldout_agent.jsonl"

@@ -18,7 +18,7 @@ import pytest
 from hexlocal_core.index.store import Store
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder, chunk_of, item, write_package
+from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
 
 DIMS = 16
 

@@ -21,10 +21,11 @@ from hexlocal_core.index.file_claim import claim_dir
 from hexlocal_core.index.store import Store
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import GatedEmbedder, HashingEmbedder
-from tests.hex_fixtures import client_for, settings_for
+from tests.support.helpers import GatedEmbedder, HashingEmbedder
+from tests.support.hex_fixtures import client_for, settings_for
+from tests.support.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 WAIT_S = 20.0  # upper bound for a state to be reached; never a speed assertion
 
 

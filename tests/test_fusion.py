@@ -18,7 +18,7 @@ from hexlocal_core.search.fusion import (
     rrf,
 )
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder, chunk_of, item, write_package
+from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
 
 
 def test_rrf_scale_demotes_only_the_scaled_documents() -> None:

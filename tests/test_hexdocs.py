@@ -18,7 +18,7 @@ from hexlocal_core.ingest.html_markdown import element_to_markdown
 from hexlocal_core.ingest.navigation import is_heading_only, is_navigation_only
 from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import DocItem, DocType
-from tests.conftest import HEXDOCS, SHARED
+from tests.support.paths import HEXDOCS, SHARED
 
 MAX_BYTES = 200 * 1024 * 1024
 TARBALLS = sorted(p.name.removesuffix(".tar.gz") for p in HEXDOCS.glob("*.tar.gz"))

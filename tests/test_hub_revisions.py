@@ -18,8 +18,8 @@ from hexlocal_core.adapters.model_sources import Presence, Which
 from hexlocal_core.config import DEFAULT_RERANK_MODEL
 from hexlocal_core.errors import ModelError, ModelUnavailable
 from tests.fakes.fake_hub import FakeHub, folder_repo
-from tests.hub_support import use_hub
-from tests.model_fixtures import model_settings
+from tests.support.hub import use_hub
+from tests.support.model_fixtures import model_settings
 
 RERANK_REPO = "cross-encoder/ms-marco-MiniLM-L6-v2"
 FORMER = "cross-encoder/ms-marco-MiniLM-L-6-v2"

@@ -24,8 +24,8 @@ from hexlocal_core.adapters.hub import HubConfig, RepoPlan
 from hexlocal_core.adapters.local_embedder import LocalEmbedder, build_local_embedder
 from hexlocal_core.errors import ModelError
 from tests.fakes.fake_hub import FakeHub, folder_repo
-from tests.hub_support import join_downloads, leftovers, use_hub
-from tests.model_fixtures import model_settings
+from tests.support.hub import join_downloads, leftovers, use_hub
+from tests.support.model_fixtures import model_settings
 
 pytest.importorskip("hf_xet", reason="hf_xet is huggingface_hub's Xet client (x86_64/arm64)")
 

@@ -22,8 +22,8 @@ from hexlocal_core.ingest import ingestor as ingestor_module
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
 from hexlocal_core.model import IngestProgress, Phase, ResolvedVersion, VersionSource
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder, chunk_of, item, write_package
-from tests.pg.support import package_write
+from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
+from tests.support.pg import package_write
 
 
 class ClaimedElsewhere(Store):

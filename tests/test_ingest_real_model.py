@@ -12,8 +12,8 @@ from hexlocal_core.adapters.local_embedder import LocalEmbedder
 from hexlocal_core.index.db import scalar
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import db
-from tests.hex_fixtures import client_for, settings_for
+from tests.support.helpers import db
+from tests.support.hex_fixtures import client_for, settings_for
 
 CASES = [
     # package, version, generation, concept query, expected ref prefix

@@ -27,9 +27,9 @@ from hexlocal_core.model import IngestProgress, ResolvedVersion, SourceKind, Ver
 from hexlocal_core.ports import Vectors
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder, db, project_root
-from tests.hex_fixtures import client_for, settings_for
-from tests.test_beam import compile_sample
+from tests.support.elixir import compile_sample
+from tests.support.helpers import HashingEmbedder, db, project_root
+from tests.support.hex_fixtures import client_for, settings_for
 
 SAMPLE_LOCK = '%{\n  "sample": {:hex, :sample, "0.3.0", "abc", [:mix], [], "hexpm", "def"},\n}\n'
 JASON_LOCK = '%{{\n  "jason": {{:hex, :jason, "{v}", "abc", [:mix], [], "hexpm", "def"}},\n}}\n'

@@ -15,7 +15,7 @@ from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.learned_rank import Candidate, features, learned_order, words
 from hexlocal_core.search.query_shape import Shape
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
 
 PACKAGE = "jason"  # 1.4.4, the `jason_index` fixture (conftest.py)
 

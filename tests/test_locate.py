@@ -16,7 +16,7 @@ from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.locate import Origin, Owner, choose, guess, module_atom, spelt_like
 from hexlocal_core.versions.app_file import app_applications, app_modules
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder, project_root
+from tests.support.helpers import HashingEmbedder, project_root
 
 JASON_MODULES = ["Elixir.Jason", "Elixir.Jason.Decoder", "Elixir.Jason.Encode"]
 

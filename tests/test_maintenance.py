@@ -21,8 +21,8 @@ from hexlocal_core.index.store import Store
 from hexlocal_core.service import Hexlocal
 from hexlocal_core.usecases.chunk_diff import compare
 from tests.fakes.fake_hex import FakeHex, settings_for
-from tests.helpers import HashingEmbedder, db
-from tests.reliability.support import CliHarness, consistency, db_digest, service_for
+from tests.support.harness import CliHarness, consistency, db_digest, service_for
+from tests.support.helpers import HashingEmbedder, db
 
 MODEL_A = "test:model-a"
 MODEL_B = "test:model-b"

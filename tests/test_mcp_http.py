@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,48 +19,21 @@ import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from hexlocal_core.config import Settings
 from hexlocal_mcp.http import HttpOptions, refusal
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex, Fault
-from tests.test_mcp_stdio import PACKAGE, VERSION, server_env
-
-TOKEN = "test-token-0123456789-abcdefghij"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Running:
-    def __init__(self, process: subprocess.Popen[bytes], port: int, log: Path) -> None:
-        self.process = process
-        self.base = f"http://127.0.0.1:{port}"
-        self.log = log
-
-    def stderr(self) -> str:
-        return self.log.read_text(errors="replace")[-6000:]
-
-
-async def wait_healthy(running: Running, timeout: float = 60.0) -> httpx2.Response:
-    deadline = time.monotonic() + timeout
-    async with httpx2.AsyncClient() as client:
-        while True:
-            assert running.process.poll() is None, running.stderr()
-            try:
-                response = await client.get(f"{running.base}/health")
-                if response.status_code == 200:
-                    return response
-            except httpx2.TransportError:
-                pass
-            assert time.monotonic() < deadline, running.stderr()
-            await asyncio.sleep(0.2)
-
+from tests.support.mcp_servers import (
+    PACKAGE,
+    TOKEN,
+    VERSION,
+    Running,
+    free_port,
+    mcp_http_client,
+    server_env,
+    wait_healthy,
+)
+from tests.support.paths import REPO_ROOT
 
 # Long enough for a first ingestion on a loaded test machine to finish after SIGTERM.
 GRACE_S = 60.0
@@ -102,11 +74,6 @@ async def http_server(fake_hex: FakeHex, tmp_path: Path, grace_s: float) -> Asyn
         process.stdout.close()
 
 
-def client_for(token: str | None) -> httpx2.AsyncClient:
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    return create_mcp_http_client(headers=headers)
-
-
 async def test_http_serves_tools_with_the_token_and_refuses_without(
     http_server: Running, fake_hex: FakeHex
 ) -> None:
@@ -116,7 +83,7 @@ async def test_http_serves_tools_with_the_token_and_refuses_without(
     assert body["packages"] == 0 and body["version"]
     assert TOKEN not in health.text and "index.db" not in health.text
 
-    async with client_for(TOKEN) as http:
+    async with mcp_http_client(TOKEN) as http:
         async with streamable_http_client(f"{http_server.base}/mcp", http_client=http) as (r, w):
             async with ClientSession(r, w) as session:
                 init = await session.initialize()
@@ -166,7 +133,7 @@ async def test_http_serves_tools_with_the_token_and_refuses_without(
 
     # The SDK client without the token fails on the 401 instead of talking to the server.
     with pytest.raises(BaseException) as failed:  # noqa: B017 - the SDK's error type varies
-        async with client_for(None) as http:
+        async with mcp_http_client(None) as http:
             url = f"{http_server.base}/mcp"
             async with streamable_http_client(url, http_client=http) as (r, w):
                 async with ClientSession(r, w) as session:
@@ -188,7 +155,7 @@ async def call_search(base: str, answers: list[dict[str, object]] | None = None)
     """One search_docs call; its structured answer is appended to `answers` as soon as it
     arrives (after a SIGTERM the client's own teardown may fail: the server is gone)."""
     answers = [] if answers is None else answers
-    async with client_for(TOKEN) as http:
+    async with mcp_http_client(TOKEN) as http:
         async with streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
             async with ClientSession(r, w) as session:
                 await session.initialize()

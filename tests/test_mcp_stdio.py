@@ -10,23 +10,15 @@ can check that stdout carried JSON-RPC and nothing else (one stray print breaks 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
-
-PACKAGE = "nimble_pool"
-VERSION = "1.1.0"
-LOCK = (
-    '%{\n  "nimble_pool": {:hex, :nimble_pool, "1.1.0", '
-    '"af2e4e6b34197db81f7aad230c1118eac993acc0dae6bc83bac0126d4ae0813a", [:mix], [], '
-    '"hexpm", "2fb6de9cb7d0c4ab6d5fba2b3a2a1f3c4d5e6f708192a3b4c5d6e7f8091a2b3c"},\n}\n'
-)
+from tests.support.mcp_servers import PACKAGE, VERSION, server_env
+from tests.support.paths import REPO_ROOT
 
 SHIM = """\
 import subprocess, sys
@@ -40,27 +32,6 @@ with open(sys.argv[1], "wb") as tee:
         tee.flush()
     sys.exit(child.wait())
 """
-
-
-def server_env(fake: FakeHex, tmp_path: Path) -> dict[str, str]:
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "mix.lock").write_text(LOCK)
-    keep = ("HEXLOCAL_MODEL_CACHE", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME", "PATH")
-    env = {name: os.environ[name] for name in keep if name in os.environ}
-    env.update(
-        PYTHONPATH=str(REPO_ROOT),  # the checkout under test, not whatever is installed
-        HF_HUB_OFFLINE="1",
-        HEX_API_URL=fake.api_url,
-        HEX_MIRROR=fake.mirror_url,
-        PROJECT_ROOT=str(project),
-        DATABASE_PATH=str(tmp_path / "index.db"),
-        AI_RERANK_MODEL="off",
-        INGEST_TIMEOUT_MS="120000",
-        MCP_LOG_FILE=str(tmp_path / "mcp.log"),
-        MCP_LOG_LEVEL="debug",
-    )
-    return env
 
 
 async def test_serve_over_stdio_cites_hexdocs(fake_hex: FakeHex, tmp_path: Path) -> None:

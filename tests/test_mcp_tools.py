@@ -24,11 +24,11 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import ConfigError
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_mcp.server import ServiceFactory, create_server
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_github import FakeGitHub
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder
-from tests.hex_fixtures import client_for, settings_for
+from tests.support.helpers import HashingEmbedder
+from tests.support.hex_fixtures import client_for, settings_for
+from tests.support.paths import REPO_ROOT
 
 PACKAGE = "nimble_pool"
 VERSION = "1.1.0"

@@ -16,8 +16,8 @@ from hexlocal_core.index.vectors import create_vector_tables
 from hexlocal_core.memory.policy import NO_CHAT
 from hexlocal_core.memory.service import MemoryService
 from hexlocal_core.service import Hexlocal
-from tests.helpers import HashingEmbedder, db
-from tests.memory_support import (
+from tests.support.helpers import HashingEmbedder, db
+from tests.support.memory import (
     GatedEmbedder,
     TableEmbedder,
     log_rows,
@@ -415,7 +415,7 @@ async def test_hostile_fts_syntax_never_breaks_recall(services: ServiceFactory, 
 @pytest.fixture
 def minilm() -> Any:
     from hexlocal_core.adapters import model_sources
-    from tests.model_fixtures import model_settings
+    from tests.support.model_fixtures import model_settings
 
     if model_sources.pypi_model_dir() is None:
         pytest.skip(f"the model package is absent: {model_sources.PYPI_INSTALL}")

@@ -18,8 +18,8 @@ from hexlocal_core.memory.policy import Action, Neighbour
 from hexlocal_core.memory.prompt import parse_answer
 from hexlocal_core.service import Hexlocal
 from tests.fakes.fake_chat import COMPLETION_TOKENS, PROMPT_TOKENS, FakeChat
-from tests.helpers import db
-from tests.memory_support import TableEmbedder, curated_service, log_rows
+from tests.support.helpers import db
+from tests.support.memory import TableEmbedder, curated_service, log_rows
 
 BASE = "anubis_mcp 1.14.0: roots/list deadlocks the stdio transport"
 NEW = "anubis_mcp 1.14.0: sampling requests also hang over stdio"

@@ -24,8 +24,8 @@ from hexlocal_core.adapters.model_sources import Presence, Which
 from hexlocal_core.errors import ModelError, ModelUnavailable
 from hexlocal_core.model import UsageEvent
 from tests.fakes.fake_hub import FakeHub, folder_repo
-from tests.hub_support import join_downloads, leftovers, use_hub
-from tests.model_fixtures import model_settings
+from tests.support.hub import join_downloads, leftovers, use_hub
+from tests.support.model_fixtures import model_settings
 
 XET = importlib.util.find_spec("hf_xet") is not None  # a default dependency on x86_64/arm64
 

@@ -17,7 +17,7 @@ from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError
 from hexlocal_core.model import SearchResult
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
 
 JASON_LOCK = '%{\n  "jason": {:hex, :jason, "1.4.4", "abc", [:mix], [], "hexpm", "def"},\n}\n'
 API = "/api/packages/*"

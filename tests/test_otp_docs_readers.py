@@ -23,7 +23,9 @@ from hexlocal_core.ingest.beam import (
 from hexlocal_core.ingest.erlang_docs import equivalent_to, local_call, opaque_from_dbgi
 from hexlocal_core.ingest.otp_links import otp_link
 from hexlocal_core.model import Atom, DocItem, DocType
-from tests.otp_corpus import (
+from tests.support.beams import replace_chunk
+from tests.support.etf import encode
+from tests.support.otp_corpus import (
     APPS25,
     APPS27,
     APPS29,
@@ -36,8 +38,6 @@ from tests.otp_corpus import (
     install,
     search_items,
 )
-from tests.test_beam import replace_chunk
-from tests.test_etf import encode
 
 
 @pytest.fixture(scope="module")

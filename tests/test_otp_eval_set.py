@@ -14,7 +14,7 @@ import pytest
 from hexlocal_core.evaluation import EvalQuery, load_queries, ref_matches
 from hexlocal_core.ingest.otp_tarball import app_items
 from hexlocal_core.model import DocItem
-from tests.conftest import CORPUS, REPO_ROOT
+from tests.support.paths import CORPUS, REPO_ROOT
 
 OTP_SET = REPO_ROOT / "examples" / "eval" / "otp.jsonl"
 TARBALL = CORPUS / "otp" / "otp_doc_html_27.3.4.1.tar.gz"

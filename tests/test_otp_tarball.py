@@ -29,8 +29,8 @@ from hexlocal_core.ingest.otp_tarball import app_items, release_apps
 from hexlocal_core.model import DocItem
 from hexlocal_core.ports import OtpDocsSource
 from hexlocal_core.service import build
-from tests.conftest import CORPUS
 from tests.fakes.fake_otp import SIGNATURE, FakeOtpReleases, otp_client_for, otp_settings_for
+from tests.support.paths import CORPUS, shared
 
 RELEASE = "27.3.4.1"
 TARBALL = CORPUS / "otp" / f"otp_doc_html_{RELEASE}.tar.gz"
@@ -44,9 +44,7 @@ FOLDERS = {
 
 @pytest.fixture(scope="module")
 def otp_tarball() -> bytes:
-    if not TARBALL.is_file():
-        pytest.skip(f"OTP doc tarball not found at {TARBALL}")
-    return TARBALL.read_bytes()
+    return shared(TARBALL, "the OTP doc tarball").read_bytes()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from hexlocal_core.model import SourceKind
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_mcp import formatting
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder, compile_app, project_root
+from tests.support.elixir import compile_app
+from tests.support.helpers import HashingEmbedder, project_root
 
 pytestmark = pytest.mark.elixir
 

@@ -27,8 +27,8 @@ from hexlocal_core.index.db import scalar
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE
 from hexlocal_core.service import Hexlocal
 from hexlocal_core.usecases.project_docs import ProjectIndexReport
-from tests.helpers import HashingEmbedder, db
-from tests.reliability.support import CliHarness, service_for
+from tests.support.harness import CliHarness, service_for
+from tests.support.helpers import HashingEmbedder, db
 
 GUIDE_SECTIONS = (
     ("Building releases", "assemble"),

@@ -23,7 +23,7 @@ from hexlocal_core.search.tuning import POOL
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.project_search import ALL_PACKAGES, is_searchable
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import (
+from tests.support.helpers import (
     HashingEmbedder,
     ScriptedReranker,
     chunk_of,
@@ -32,7 +32,8 @@ from tests.helpers import (
     project_root,
     write_package,
 )
-from tests.pg.support import package_write
+from tests.support.paths import SHARED_EVAL, shared
+from tests.support.pg import package_write
 
 INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
 NOT_INDEXED = {"telemetry": "1.2.1"}
@@ -398,9 +399,7 @@ async def test_cli_search_all(
 async def test_eval_all_packages_drops_each_querys_package(svc: Hexlocal) -> None:
     from hexlocal_core.evaluation import EvalOptions, load_queries
 
-    dev = Path(__file__).resolve().parents[2] / "shared" / "eval" / "dev.jsonl"
-    if not dev.exists():
-        pytest.skip("the shared eval set is not here")
+    dev = shared(SHARED_EVAL / "dev.jsonl", "the shared eval set")
     queries = [q for q in load_queries(dev) if q.package in INDEXED]
     assert queries
     runs = {}

@@ -23,7 +23,7 @@ from hexlocal_core.search.query_rewrite import embed_mean
 from hexlocal_core.search.query_shape import Shape
 from hexlocal_core.search.rows import Rows
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
 
 PACKAGE = "jason"
 ERROR = '** (Jason.DecodeError) unexpected byte at position 7: 0x7D ("}")'

@@ -21,7 +21,7 @@ from hexlocal_core.search.query_rewrite import (
 )
 from hexlocal_core.search.query_shape import Shape
 from hexlocal_core.search.tuning import SearchTuning
-from tests.helpers import HashingEmbedder, chunk_of, item, write_package
+from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from hexlocal_core.model import VersionSource
 from hexlocal_core.versions import resolve_version
 from hexlocal_core.versions.requirement import best_match, parse_requirement
 from hexlocal_core.versions.semver import parse_version
-from tests.test_versions import NoRegistry, jason_lock
+from tests.support.projects import NoRegistry, jason_lock
 
 RELEASES = ["2.0.0", "2.0.0-rc.1", "1.5.0-alpha.2", "1.4.5", "1.4.4", "1.4.0", "1.2.2"]
 

@@ -26,11 +26,12 @@ from hexlocal_core.usecases.diff import Change, ChangeKind
 from hexlocal_mcp import formatting
 from tests.fakes.fake_github import DATASET, FakeGitHub, Seed
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder, db
-from tests.hex_fixtures import client_for, settings_for
-from tests.memory_support import make_service
+from tests.support.helpers import HashingEmbedder, db
+from tests.support.hex_fixtures import client_for, settings_for
+from tests.support.memory import make_service
+from tests.support.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 CASES = REPO / "examples" / "steering" / "injections.jsonl"
 
 

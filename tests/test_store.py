@@ -16,7 +16,7 @@ from hexlocal_core.index.store import CHUNK_VEC_TABLE, PackageWrite, Store
 from hexlocal_core.model import Chunk
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.sanitizer import to_phrases
-from tests.helpers import HashingEmbedder, chunk_of, item, write_package
+from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
 
 
 def _write(

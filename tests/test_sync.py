@@ -22,8 +22,8 @@ from hexlocal_core.model import IndexedPackage, JobStatus, PackageState, Phase, 
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.sync_plan import SyncTarget, package_states, plan_queue
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import GatedEmbedder, HashingEmbedder, db
-from tests.hex_fixtures import client_for, settings_for
+from tests.support.helpers import GatedEmbedder, HashingEmbedder, db
+from tests.support.hex_fixtures import client_for, settings_for
 
 # Small corpus packages, at versions the corpus holds; in sync (lock) order.
 LOCKED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1", "telemetry": "1.2.1"}

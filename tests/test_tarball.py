@@ -13,7 +13,7 @@ import pytest
 
 from hexlocal_core.errors import IngestError, UnsafeArchive
 from hexlocal_core.ingest.tarball import is_parser_input, read_docs_tarball
-from tests.conftest import HEXDOCS
+from tests.support.paths import HEXDOCS
 
 MB = 1024 * 1024
 

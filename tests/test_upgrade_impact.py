@@ -28,9 +28,9 @@ from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.upgrade_impact import UpgradeReport
 from hexlocal_mcp.server import create_server
 from tests.fakes.fake_hex import FakeHex
-from tests.helpers import HashingEmbedder
-from tests.hex_fixtures import client_for, settings_for
-from tests.upgrade_project import compiled_project, copy_project
+from tests.support.helpers import HashingEmbedder
+from tests.support.hex_fixtures import client_for, settings_for
+from tests.support.upgrade_project import compiled_project, copy_project
 
 CONTRACT_KEYS = {"package", "from", "to", "affected", "not_affected", "changelog",
                  "requirements", "notices"}  # fmt: skip
@@ -233,7 +233,7 @@ async def test_a_package_the_project_does_not_lock(svc: Hexlocal) -> None:
 async def test_a_beam_without_line_table_or_attributes_still_names_the_caller(
     fake_hex: FakeHex, tmp_path: Path, shop: Path
 ) -> None:
-    from tests.test_beam import replace_chunk
+    from tests.support.beams import replace_chunk
 
     project = copy_project(shop, tmp_path / "shop")
     ebin = project / "_build/dev/lib/shop/ebin"
@@ -302,7 +302,7 @@ async def test_cli_prints_80_columns_leading_with_breaks_and_json(
         )
     )
     shutil.rmtree(project / "_build")
-    from tests.upgrade_project import compile_project
+    from tests.support.upgrade_project import compile_project
 
     compile_project(project)
     settings = settings_at(fake_hex, tmp_path, project)

@@ -10,7 +10,7 @@ from typing import Any
 from hexlocal_core.model import SearchResult
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
 
 
 class OtherModel(HashingEmbedder):

@@ -24,7 +24,7 @@ from hexlocal_core.index.pg.db import connect
 from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.sanitizer import to_phrases
-from tests.pg.support import store, unit_rows, write_docs
+from tests.support.pg import store, unit_rows, write_docs
 
 __all__ = ["store"]  # the fixture, used by name
 

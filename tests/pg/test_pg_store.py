@@ -23,8 +23,8 @@ from hexlocal_core.index.pg.migrations import SCHEMA_VERSION
 from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.index.store import PackageWrite
 from hexlocal_core.search.arms import vector_arm
-from tests.helpers import chunk_of, item
-from tests.pg.support import package_write, store, unit_rows, write_docs
+from tests.support.helpers import chunk_of, item
+from tests.support.pg import package_write, store, unit_rows, write_docs
 
 __all__ = ["store"]  # the fixture, used by name
 

@@ -22,10 +22,18 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
-from tests.test_mcp_http import TOKEN, Running, client_for, free_port, wait_healthy
-from tests.test_mcp_stdio import PACKAGE, VERSION, server_env
+from tests.support.mcp_servers import (
+    PACKAGE,
+    TOKEN,
+    VERSION,
+    Running,
+    free_port,
+    mcp_http_client,
+    server_env,
+    wait_healthy,
+)
+from tests.support.paths import REPO_ROOT
 
 psycopg = pytest.importorskip("psycopg")
 from mcp.client.session import ClientSession  # noqa: E402
@@ -62,7 +70,7 @@ def _server(env: dict[str, str], log: Path) -> Iterator[Running]:
 
 @contextlib.asynccontextmanager
 async def _session(base: str) -> AsyncIterator[ClientSession]:
-    async with client_for(TOKEN) as http:
+    async with mcp_http_client(TOKEN) as http:
         async with streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
             async with ClientSession(r, w) as session:
                 await session.initialize()

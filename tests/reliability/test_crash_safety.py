@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tests.reliability import crash_trials
-from tests.reliability.support import StandaloneHex
+from tests.support import crash_trials
+from tests.support.harness import StandaloneHex
 
 TRIALS = 20
 SEED = 20261129

@@ -37,9 +37,9 @@ from hexlocal_mcp.server import create_server
 from tests.fakes.fake_github import FakeGitHub
 from tests.fakes.fake_hex import FakeHex, client_for
 from tests.fakes.fake_openai import FakeOpenAI
-from tests.helpers import HashingEmbedder
-from tests.reliability.fault_proxy import FAULTS, FaultProxy
-from tests.reliability.support import consistency, db_digest
+from tests.fakes.fault_proxy import FAULTS, FaultProxy
+from tests.support.harness import consistency, db_digest
+from tests.support.helpers import HashingEmbedder
 
 BOOKKEEPING = ("ingest_jobs", "usage_events")
 AI_KEY = "sk-faults-0123456789"

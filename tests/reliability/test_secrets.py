@@ -38,8 +38,8 @@ from hexlocal_mcp.server import create_server
 from tests.fakes.fake_github import FakeGitHub, Fault
 from tests.fakes.fake_hex import FakeHex, client_for
 from tests.fakes.fake_openai import FakeOpenAI, Scripted
-from tests.reliability.fault_proxy import FaultProxy
-from tests.reliability.support import CliHarness
+from tests.fakes.fault_proxy import FaultProxy
+from tests.support.harness import CliHarness
 
 AI_KEY = "sk-SECRETai7f3a9c1e5b2d4f6a8c0e"
 GH_TOKEN = "ghp_SECRETgh0123456789abcdefABCDEF"

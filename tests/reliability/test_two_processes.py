@@ -26,9 +26,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
 from hexlocal_core.index.db import connect
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
-from tests.reliability.support import consistency
+from tests.support.harness import consistency
+from tests.support.paths import REPO_ROOT
 
 CALLS = 500  # per client
 INDEXED = ("jason", "1.4.4")  # pre-indexed by `hexlocal ingest` before the servers start

@@ -16,7 +16,7 @@ import pytest
 from hexlocal_core.adapters import model_sources
 from hexlocal_core.adapters.local_embedder import LocalEmbedder, build_local_embedder
 from hexlocal_core.config import Settings
-from tests.conftest import MODEL_CACHE
+from tests.support.paths import MODEL_CACHE
 
 STAND_IN_SEED = 20261129
 

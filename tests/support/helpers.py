@@ -195,29 +195,3 @@ class ScriptedReranker(NoLifecycle):
     async def score(self, query: str, passages: Sequence[str]) -> list[float]:
         self.calls.append((query, len(passages)))
         return self._scorer(len(passages))
-
-
-def compile_app(top: Path, app: str, sources: dict[str, str], *, vsn: str = "0.1.0") -> Path:
-    """Compiles `sources` (paths under `top` -> Elixir code) with the real elixirc into
-    `top/_build/dev/lib/<app>/ebin`, as `mix compile` leaves an app (its .app file too).
-    Skips the test when elixirc is not installed."""
-    import shutil
-    import subprocess
-
-    elixirc = shutil.which("elixirc")
-    if elixirc is None:
-        pytest.skip("elixirc is not on PATH")
-    for name, code in sources.items():
-        (top / name).parent.mkdir(parents=True, exist_ok=True)
-        (top / name).write_text(code)
-    ebin = top / "_build" / "dev" / "lib" / app / "ebin"
-    ebin.mkdir(parents=True, exist_ok=True)
-    for old in ebin.glob("*.beam"):
-        old.unlink()
-    args = [elixirc, "--ignore-module-conflict", "-o", str(ebin), *sources]
-    subprocess.run(args, cwd=top, check=True, capture_output=True, timeout=180)
-    modules = ",".join(f"'{p.stem}'" for p in sorted(ebin.glob("*.beam")))
-    (ebin / f"{app}.app").write_text(
-        f'{{application,{app},[{{modules,[{modules}]}},{{vsn,"{vsn}"}}]}}.\n'
-    )
-    return ebin

@@ -1,6 +1,6 @@
 """Pytest plugin: a fake Hex on loopback, Settings pointing at it, a HexClient for it.
 
-Registered as a plugin (`pytest_plugins = ["tests.hex_fixtures"]`), it provides:
+Registered as a plugin (`pytest_plugins = ["tests.support.hex_fixtures"]`), it provides:
 
     fake_hex       a started FakeHex (api_url, mirror_url, requests, fail(), reset())
     hex_settings   Settings with HEX_API_URL/HEX_MIRROR at the fake, PROJECT_ROOT and

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_beam import elixirc
+from tests.support.elixir import elixirc
+from tests.support.paths import REPO_ROOT
 
-SOURCE = Path(__file__).parent / "fixtures" / "upgrade_project"
+SOURCE = REPO_ROOT / "tests" / "fixtures" / "upgrade_project"
 _compiled: dict[Path, Path] = {}
 
 

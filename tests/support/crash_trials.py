@@ -29,13 +29,13 @@ from attrs import frozen
 
 from hexlocal_core.config import Settings
 from hexlocal_core.index.db import connect
-from tests.helpers import HashingEmbedder
-from tests.reliability.support import REPO_ROOT, consistency, service_for
+from tests.support.harness import REPO_ROOT, consistency, service_for
+from tests.support.helpers import HashingEmbedder
 
 PACKAGE = "ecto"
 OLD, NEW = "3.12.5", "3.14.2"
 BYSTANDER = ("jason", "1.4.4")
-WORKER = "tests.reliability.ingest_worker"
+WORKER = "tests.support.ingest_worker"
 START_TIMEOUT_S = 30.0
 RESUME_TIMEOUT_S = 120.0
 

@@ -1,6 +1,6 @@
 """A process that ingests one package, for the crash-safety test to kill at random points.
 
-    python -m tests.reliability.ingest_worker PACKAGE VERSION
+    python -m tests.support.ingest_worker PACKAGE VERSION
 
 Settings come from the environment (DATABASE_PATH, PROJECT_ROOT, HEX_API_URL,
 HEX_MIRROR: a standalone fake hex.pm). The service is the real one (real parser, real
@@ -21,7 +21,7 @@ from hexlocal_core.index.store import PackageWrite, Store
 from hexlocal_core.model import IngestProgress
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import client_for
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
 
 STARTED = time.perf_counter()
 

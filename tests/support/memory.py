@@ -15,7 +15,7 @@ import numpy as np
 from hexlocal_core.config import Settings
 from hexlocal_core.ports import ChatModel, Embedder, NoLifecycle, Vectors
 from hexlocal_core.service import Hexlocal, build
-from tests.helpers import HashingEmbedder, db
+from tests.support.helpers import HashingEmbedder, db
 
 
 def settings_for(tmp_path: Path, **env: str) -> Settings:

@@ -1,6 +1,6 @@
 """The shared corpus's real Erlang/OTP files (`../shared/corpus/otp/`), extracted for a test
 session: installs of OTP 25 (`.chunk` files), 27 and 29 (docs in the beams) and the OTP 27
-ExDoc HTML tree. Tests skip cleanly when the corpus is absent."""
+ExDoc HTML tree. Without the corpus a test skips (locally) or fails (under CI)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CORPUS
+from tests.support.paths import OTP_CORPUS, shared
 
-OTP_CORPUS = CORPUS / "otp"
 OTP25, OTP27, OTP29 = "otp-25.2.3", "otp-27.3.4.1", "otp-29.1.2"
 HTML27 = "otp_doc_html_27.3.4.1"
 # application -> its folder in the installs (erts sits under lib/ there) and in the HTML tree
@@ -28,10 +27,8 @@ def extract(
     factory: pytest.TempPathFactory, name: str, wanted: Callable[[str], bool] | None = None
 ) -> Path:
     """`<name>.tar.gz` of the corpus extracted under a fresh tmp dir (only the members
-    `wanted` accepts); skips the test when the corpus is not there."""
-    tarball = OTP_CORPUS / f"{name}.tar.gz"
-    if not tarball.is_file():
-        pytest.skip(f"OTP corpus not found at {tarball}")
+    `wanted` accepts); `shared`'s rule when the corpus is not there."""
+    tarball = shared(OTP_CORPUS / f"{name}.tar.gz", "the OTP corpus")
     dest = factory.mktemp(name.replace(".", "_"))
     with tarfile.open(tarball) as tar:
         members = [m for m in tar.getmembers() if wanted is None or wanted(m.name)]

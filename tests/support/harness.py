@@ -32,10 +32,8 @@ from hexlocal_core.index.db import connect, scalar
 from hexlocal_core.ports import Embedder
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import client_for
-from tests.helpers import HashingEmbedder
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
+from tests.support.helpers import HashingEmbedder
+from tests.support.paths import REPO_ROOT
 
 # -- database state ---------------------------------------------------------------------------
 

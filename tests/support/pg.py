@@ -11,7 +11,7 @@ import pytest
 from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.index.store import PackageWrite
 from hexlocal_core.model import Chunk
-from tests.helpers import HashingEmbedder, chunk_of, item
+from tests.support.helpers import HashingEmbedder, chunk_of, item
 
 
 @pytest.fixture
