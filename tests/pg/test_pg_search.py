@@ -2,7 +2,7 @@
 identifiers whole and by parts with the package's own BM25 statistics and answers any
 string; the vector arm spends its depth on the package searched, index or no index.
 
-`tests/test_store.py` says what the SQLite store does; these check `PgStore` does it too.
+`tests/index/test_store.py` says what the SQLite store does; these check `PgStore` does it too.
 """
 
 from __future__ import annotations

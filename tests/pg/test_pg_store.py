@@ -1,7 +1,7 @@
 """The PostgreSQL store (team mode): migrations, atomic writes, the model guard, exact
 lookups, and the locks that keep several servers apart (the arms: `test_pg_search.py`).
 
-The SQLite store's tests (`tests/test_store.py`) say what the behaviour is; these check
+The SQLite store's tests (`tests/index/test_store.py`) say what the behaviour is; these check
 that `PgStore` has it, on a real PostgreSQL 16 + pgvector (`pg_url`, a fresh database).
 """
 

@@ -137,7 +137,7 @@ async def make_rig(
             # Every remembered text with any neighbour goes to the chat model.
             "MEMORY_CREATE_BELOW": "0",
             # A search waits for its ingestion, so an embeddings fault is the call's error
-            # (answering by keyword meanwhile is tested in test_ingest_service.py).
+            # (answering by keyword meanwhile is tested in tests/usecases/test_ingest_service.py).
             "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
         }
         settings = Settings.from_env(env)
