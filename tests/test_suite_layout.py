@@ -124,3 +124,48 @@ def _misplaced() -> list[str]:
 
 def test_each_folder_mirrors_the_code_and_holds_only_tests() -> None:
     assert _misplaced() == [], "see tests/README.md for where a test file goes"
+
+
+# -- waiting: a loop that sleeps is a poll, and a poll goes through tests/support/waiting.py
+
+
+def _sleeping_loops(text: str) -> list[int]:
+    """Lines of `while`/`for` loops whose body calls a sleep (`asyncio.sleep`,
+    `time.sleep`, a bare `sleep`): hand-made polls, with or without a deadline."""
+    found: list[int] = []
+    for loop in ast.walk(ast.parse(text)):
+        if not isinstance(loop, ast.While | ast.For | ast.AsyncFor):
+            continue
+        for node in (n for stmt in loop.body for n in ast.walk(stmt)):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name == "sleep":
+                    found.append(loop.lineno)
+                    break
+    return found
+
+
+WAITING = TESTS / "support" / "waiting.py"
+POLL_CHECKED = [p for p in _python_files() if "fakes" not in p.parts and p != WAITING]
+
+
+@pytest.mark.parametrize("path", POLL_CHECKED, ids=lambda p: str(p.relative_to(TESTS)))
+def test_polls_go_through_the_waiting_helper(path: Path) -> None:
+    # `eventually` / `wait_until` bound every wait and fail saying what did not happen; a
+    # hand-made loop tends to run out silently or wait for ever. (The fakes' loops are
+    # the remote service's behaviour, not a test waiting.)
+    assert _sleeping_loops(path.read_text(encoding="utf-8")) == [], "use tests.support.waiting"
+
+
+def test_the_poll_rule_sees_a_hand_made_poll() -> None:
+    text = (
+        "import asyncio, time\n"
+        "async def f(x):\n"
+        "    for _ in range(200):\n"
+        "        if x():\n            break\n"
+        "        await asyncio.sleep(0.05)\n"
+        "    while not x():\n        time.sleep(0.1)\n"
+        "    await asyncio.sleep(0.3)\n"  # not in a loop: not a poll
+    )
+    assert _sleeping_loops(text) == [3, 7]

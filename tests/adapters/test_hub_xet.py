@@ -26,6 +26,7 @@ from hexlocal_core.errors import ModelError
 from tests.fakes.fake_hub import FakeHub, folder_repo
 from tests.support.hub import join_downloads, leftovers, use_hub
 from tests.support.model_fixtures import model_settings
+from tests.support.waiting import eventually
 
 pytest.importorskip("hf_xet", reason="hf_xet is huggingface_hub's Xet client (x86_64/arm64)")
 
@@ -189,10 +190,11 @@ async def test_a_transfer_cancelled_for_another_downloads_stall_starts_again(
 
         worker = threading.Thread(target=slow)
         worker.start()
-        for _ in range(100):  # until its transfer is under way
-            if xet_hub.files_of("GET", "/cas/xorbs/"):
-                break
-            await asyncio.sleep(0.1)
+        await eventually(
+            lambda: xet_hub.files_of("GET", "/cas/xorbs/"),
+            what="the healthy download's transfer getting under way",
+            every=0.1,
+        )
         stalling = HubConfig.from_env(endpoint=other.url, stall_timeout_s=1.0)
         with pytest.raises(ModelError, match="stalled"):
             await asyncio.to_thread(fetch, stalling, None, "someone/stuck")

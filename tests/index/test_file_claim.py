@@ -9,7 +9,6 @@ first is embedding.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import GatedEmbedder, HashingEmbedder
 from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
 
 REPO = REPO_ROOT
 WAIT_S = 20.0  # upper bound for a state to be reached; never a speed assertion
@@ -123,11 +123,12 @@ async def test_a_second_process_answers_from_the_first_ones_work_without_embeddi
         other = await second.search_docs("jason", "decode JSON", "1.4.4")
         assert other.hits and any(n.code == "embedding_in_progress" for n in other.notices)
         gated.gate.set()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + WAIT_S
-        while second.ingestion_status("jason")[0].state != "done":  # it polls the claim
-            assert loop.time() < deadline, second.ingestion_status("jason")
-            await asyncio.sleep(0.05)
+        await eventually(  # it polls the claim
+            lambda: second.ingestion_status("jason")[0].state == "done",
+            what="the second process's job ending once the first one's vectors are in",
+            timeout=WAIT_S,
+            detail=lambda: second.ingestion_status("jason"),
+        )
         assert all(p.complete for p in second.list_packages())
         assert counting.batches == []  # the second embedded none of jason's chunks
         assert len(fake_hex.requests_to("/repo/docs/jason-*")) == 1

@@ -1,4 +1,4 @@
-"""Servers sharing one index ingest a package version once (issue 18).
+"""Servers sharing one index ingest a package version once.
 
 The engine decides who holds the claim (PostgreSQL: an advisory lock, see tests/pg/); this
 is the ingestor's side, over the real SQLite store with a claim held "elsewhere": it
@@ -24,6 +24,7 @@ from hexlocal_core.model import IngestProgress, Phase, ResolvedVersion, VersionS
 from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
 from tests.support.pg import package_write
+from tests.support.waiting import eventually
 
 
 class ClaimedElsewhere(Store):
@@ -67,8 +68,8 @@ async def test_a_version_another_server_indexed_is_not_downloaded_again(
     store = ClaimedElsewhere(tmp_path / "x.db")
     heard: list[IngestProgress] = []
     run = asyncio.create_task(_ingestor(store, hex_client, tmp_path).run(JASON, heard.append))
-    while store.refused < 3:
-        await asyncio.sleep(0.01)  # the loop stays free while the ingestor waits
+    # The loop stays free while the ingestor waits: this poll runs beside it.
+    await eventually(lambda: store.refused >= 3, what="the ingestor asking for the claim 3 times")
     chunks = [chunk_of(item("Jason.html#decode/2", "Parses JSON.", package="jason"))]
     write_package(store, "jason", chunks)  # the other server's work...
     store.conn.execute("UPDATE packages SET version = '1.4.4' WHERE name = 'jason'")
@@ -101,8 +102,7 @@ async def test_a_cancelled_wait_takes_nothing(
 ) -> None:
     store = ClaimedElsewhere(tmp_path / "x.db")
     run = asyncio.create_task(_ingestor(store, hex_client, tmp_path).run(JASON, lambda _: None))
-    while store.refused < 2:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: store.refused >= 2, what="the ingestor asking for the claim twice")
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await run
@@ -157,14 +157,15 @@ async def test_a_waiting_server_answers_by_keyword_once_the_other_wrote_the_chun
     store = ClaimedElsewhere(tmp_path / "x.db")
     heard: list[IngestProgress] = []
     run = asyncio.create_task(_ingestor(store, hex_client, tmp_path).run(JASON, heard.append))
-    while store.refused < 2:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: store.refused >= 2, what="the ingestor asking for the claim twice")
     assert not [p for p in heard if p.phase == Phase.EMBEDDING]
     _partial_jason(store)
-    for _ in range(1000):  # searchable: this server's searches answer by keyword
-        if [p for p in heard if p.phase == Phase.EMBEDDING]:
-            break
-        await asyncio.sleep(0.01)
+    # Searchable: this server's searches answer by keyword.
+    await eventually(
+        lambda: [p for p in heard if p.phase == Phase.EMBEDDING],
+        what="the waiting server reporting the other's chunks as searchable",
+        detail=lambda: heard,
+    )
     assert [p.message for p in heard if p.phase == Phase.EMBEDDING] == [
         "another hexlocal process sharing this index is embedding it"
     ]

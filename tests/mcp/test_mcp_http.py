@@ -34,6 +34,7 @@ from tests.support.mcp_servers import (
     wait_healthy,
 )
 from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
 
 # Long enough for a first ingestion on a loaded test machine to finish after SIGTERM.
 GRACE_S = 60.0
@@ -181,10 +182,14 @@ async def sigterm_while_downloading(
     fake_hex.faults.append(Fault(f"/repo/docs/{PACKAGE}-*", delay=delay))
     await wait_healthy(running)
     in_flight = asyncio.create_task(call_search(running.base, answers))
-    deadline = time.monotonic() + 60
-    while not fake_hex.requests_to(f"/repo/docs/{PACKAGE}-{VERSION}.tar.gz"):
-        assert time.monotonic() < deadline and not in_flight.done(), running.stderr()
-        await asyncio.sleep(0.05)
+
+    def downloading() -> bool:
+        assert not in_flight.done(), running.stderr()
+        return bool(fake_hex.requests_to(f"/repo/docs/{PACKAGE}-{VERSION}.tar.gz"))
+
+    await eventually(
+        downloading, what="the server asking for the docs", timeout=60, detail=running.stderr
+    )
     started = time.monotonic()
     running.process.send_signal(signal.SIGTERM)
     code = await asyncio.to_thread(running.process.wait, GRACE_S + 30)

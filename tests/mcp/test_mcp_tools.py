@@ -22,6 +22,7 @@ from mcp_types import TextContent
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import ConfigError
+from hexlocal_core.model import HexPackageInfo
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_mcp.server import ServiceFactory, create_server
 from tests.fakes.fake_github import FakeGitHub
@@ -29,10 +30,12 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import HashingEmbedder
 from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
 
 PACKAGE = "nimble_pool"
 VERSION = "1.1.0"
 DOCS = f"/repo/docs/{PACKAGE}-{VERSION}.tar.gz"
+API = f"/api/packages/{PACKAGE}"
 
 # name -> (parameters in order, required, readOnlyHint, openWorldHint)
 CONTRACT: dict[str, tuple[list[str], list[str], bool, bool]] = {
@@ -205,14 +208,13 @@ async def test_memory_tools(client: Client[Any]) -> None:
     ids = [row["request_id"] for row in queued.structured_content["requests"]]
     assert len(ids) == 2 and "remember_status" in text_of(queued)
 
-    for _ in range(200):  # the curation worker runs in the background
+    async def curated() -> list[dict[str, Any]] | None:  # the worker runs in the background
         status = await call(client, "remember_status", request_ids=ids)
         assert status.structured_content is not None
-        rows = status.structured_content["requests"]
-        if all(row["status"] != "pending" for row in rows):
-            break
-        await asyncio.sleep(0.05)
-    assert all(row["status"] != "pending" for row in rows), rows
+        rows: list[dict[str, Any]] = status.structured_content["requests"]
+        return rows if all(row["status"] != "pending" for row in rows) else None
+
+    await eventually(curated, what="curation handling both remembered lessons", every=0.05)
 
     recalled = await call(client, "recall", query="NimblePool teardown stop", package=PACKAGE)
     assert not recalled.is_error, text_of(recalled)
@@ -332,15 +334,13 @@ async def test_slow_ingestion_continues_in_background(
         assert not first.structured_content["results"]
         assert text_of(first).startswith("NOTICE [ingestion_in_progress]")
 
-        state = "running"
-        for _ in range(300):
+        async def ended() -> str | None:
             status = await call(c, "ingestion_status", package=PACKAGE)
             assert status.structured_content is not None
-            state = status.structured_content["jobs"][0]["state"]
-            if state != "running":
-                break
-            await asyncio.sleep(0.05)
-        assert state == "done"
+            state: str = status.structured_content["jobs"][0]["state"]
+            return None if state == "running" else state
+
+        assert await eventually(ended, what="the background ingestion ending", every=0.05) == "done"
 
         second = await call(c, "search_docs", **args)
         assert second.structured_content is not None
@@ -372,12 +372,42 @@ async def test_search_answers_by_keyword_while_the_vectors_are_made(
 
 
 async def test_concurrent_calls_start_one_ingestion(settings: Settings, fake_hex: FakeHex) -> None:
-    fake_hex.fail(DOCS, delay=0.3)  # keep the first download in flight while the second arrives
-    args = {"package": PACKAGE, "query": "checkout", "version": VERSION}
-    async with Client(create_server(factory_for(settings))) as c:
-        one, two = await asyncio.gather(
-            call(c, "search_docs", **args), call(c, "search_docs", **args)
+    # The first call's download is held until the second call has its version from the
+    # registry (the step before it decides): the second arrives while the first job is in
+    # flight, however loaded the machine.
+    calls: set[asyncio.Task[Any]] = set()  # the tasks of the tool calls, not the job's
+
+    def factory() -> Hexlocal:
+        registry = client_for(settings)
+        lookup = registry.package_info
+
+        async def package_info(name: str) -> HexPackageInfo:
+            info = await lookup(name)
+            task = asyncio.current_task()
+            if task is not None and not task.get_name().startswith("ingest:"):
+                calls.add(task)
+            return info
+
+        registry.package_info = package_info  # type: ignore[method-assign]
+        return build(
+            settings,
+            embedder=HashingEmbedder(),
+            reranker=None,
+            registry=registry,
+            load_models=False,
         )
+
+    held = fake_hex.hold(DOCS)
+    args = {"package": PACKAGE, "query": "checkout", "version": VERSION}
+    async with Client(create_server(factory)) as c:
+        both = asyncio.gather(call(c, "search_docs", **args), call(c, "search_docs", **args))
+        await eventually(
+            lambda: fake_hex.requests_to(DOCS) and len(calls) == 2,
+            what="the first download held and both calls past their version lookup",
+            detail=lambda: (len(calls), [r.path for r in fake_hex.requests]),
+        )
+        held.set()
+        one, two = await both
     for result in (one, two):
         assert not result.is_error, text_of(result)
         assert result.structured_content is not None and result.structured_content["results"]
@@ -432,36 +462,57 @@ async def test_project_docs_answer_names_files_not_internal_keys(settings: Setti
         assert "__project__" not in shown and "vlocal" not in shown and "url: \n" not in shown
 
 
-class DownloadingEmbedder(HashingEmbedder):
-    """Downloads its model on first use (as the local embedder does), reporting as it goes."""
+DOWNLOADING = "downloading the embedder model"
 
-    def __init__(self) -> None:
+
+class DownloadingEmbedder(HashingEmbedder):
+    """Downloads its model on first use (as the local embedder does), reporting as it goes.
+    Each step lasts until the client has seen it: a step is never lost between two polls
+    of a loaded machine, and no step waits longer than it must."""
+
+    STEPS = 4
+
+    def __init__(self, updates: list[tuple[float, str | None]]) -> None:
         super().__init__()
         from hexlocal_core.adapters.model_fetch import FetchState
 
         self.download_state = FetchState(running=False)
         self._fetched = False
+        self._updates = updates
+
+    def _shown(self) -> int:
+        return len({m for _, m in self._updates if m and DOWNLOADING in m})
 
     async def embed(self, texts: Sequence[str]) -> Any:
         from hexlocal_core.adapters.model_fetch import FetchState
 
         if not self._fetched:
             total = 90_000_000
-            for done in range(0, total, total // 4):
+            for step in range(self.STEPS):
+                done = step * total // self.STEPS
                 self.download_state = FetchState(True, "model.safetensors", done, total)
-                await asyncio.sleep(0.6)  # longer than a poll: each step is seen
+                await eventually(
+                    lambda: self._shown() > step,  # noqa: B023 - awaited in this iteration
+                    what=f"the client seeing download step {step + 1}",
+                    detail=lambda: self._updates,
+                )
             self.download_state = FetchState(running=False, message="downloaded")
             self._fetched = True
         return await super().embed(texts)
 
 
-async def test_a_model_download_shows_as_progress_of_the_call(settings: Settings) -> None:
+async def test_a_model_download_shows_as_progress_of_the_call(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hexlocal_mcp import tools
+
+    monkeypatch.setattr(tools, "DOWNLOAD_POLL_S", 0.05)  # the steps wait for the polls
     updates: list[tuple[float, str | None]] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         updates.append((value, message))
 
-    factory = factory_for(settings, embedder=DownloadingEmbedder())
+    factory = factory_for(settings, embedder=DownloadingEmbedder(updates))
     async with Client(create_server(factory)) as c:
         result = await c.call_tool(
             "search_docs",
@@ -469,8 +520,8 @@ async def test_a_model_download_shows_as_progress_of_the_call(settings: Settings
             progress_handler=on_progress,
         )
     assert not result.is_error, text_of(result)
-    downloads = [m for _, m in updates if m and "downloading the embedder model" in m]
-    assert len(downloads) >= 3, updates
+    downloads = [m for _, m in updates if m and DOWNLOADING in m]
+    assert len(downloads) == DownloadingEmbedder.STEPS, updates  # each step once, in order
     assert any("/90 MB" in m for m in downloads), downloads
     values = [v for v, _ in updates]
     assert values == sorted(values)  # MCP progress never goes back

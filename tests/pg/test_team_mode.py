@@ -34,6 +34,7 @@ from tests.support.mcp_servers import (
     wait_healthy,
 )
 from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
 
 psycopg = pytest.importorskip("psycopg")
 from mcp.client.session import ClientSession  # noqa: E402
@@ -105,15 +106,18 @@ def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
 
 
 async def _drained(url: str, expected: int, timeout: float = 240.0) -> None:
-    sql = "SELECT count(*) FROM remember_queue WHERE status = 'pending'"
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+    def counts() -> tuple[int, int]:
         total = _rows(url, "SELECT count(*) FROM remember_queue")[0][0]
-        pending = _rows(url, sql)[0][0]
-        if total == expected and pending == 0:
-            return
-        assert asyncio.get_running_loop().time() < deadline, (total, pending)
-        await asyncio.sleep(0.5)
+        pending = _rows(url, "SELECT count(*) FROM remember_queue WHERE status = 'pending'")[0][0]
+        return int(total), int(pending)
+
+    await eventually(
+        lambda: counts() == (expected, 0),
+        what=f"all {expected} remembered texts queued and curated",
+        timeout=timeout,
+        every=0.5,
+        detail=counts,
+    )
 
 
 async def test_two_servers_one_database(fake_hex: FakeHex, tmp_path: Path, pg_url: str) -> None:

@@ -23,13 +23,20 @@ from hexlocal_core.errors import (
 from hexlocal_core.index.db import connect, scalar
 from hexlocal_core.ingest.planner import plan_ingest
 from hexlocal_core.mixlock import LockEntry
-from hexlocal_core.model import IngestProgress, ResolvedVersion, SourceKind, VersionSource
+from hexlocal_core.model import (
+    IngestProgress,
+    JobStatus,
+    ResolvedVersion,
+    SourceKind,
+    VersionSource,
+)
 from hexlocal_core.ports import Vectors
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
 from tests.support.elixir import compile_sample
 from tests.support.helpers import HashingEmbedder, db, project_root
 from tests.support.hex_fixtures import client_for, settings_for
+from tests.support.waiting import eventually
 
 SAMPLE_LOCK = '%{\n  "sample": {:hex, :sample, "0.3.0", "abc", [:mix], [], "hexpm", "def"},\n}\n'
 JASON_LOCK = '%{{\n  "jason": {{:hex, :jason, "{v}", "abc", [:mix], [], "hexpm", "def"}},\n}}\n'
@@ -56,6 +63,16 @@ async def make_service(settings: Settings, embedder: HashingEmbedder | None = No
         registry=client_for(settings),
         load_models=False,
     )
+
+
+async def job_ended(service: Hexlocal, package: str) -> JobStatus:
+    """The package's job once it is no longer running (whatever the outcome)."""
+
+    def ended() -> JobStatus | None:
+        (status,) = service.ingestion_status(package)
+        return status if status.state != "running" else None
+
+    return await eventually(ended, what=f"{package}'s ingestion job ending")
 
 
 @pytest.fixture
@@ -385,11 +402,8 @@ async def test_a_failing_embedder_still_answers_by_keyword_and_says_why(
     try:
         first = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
         assert first.hits and any(n.code == "embedding_in_progress" for n in first.notices)
-        for _ in range(200):  # the job fails in the background, on its first slice
-            (status,) = service.ingestion_status("jason")
-            if status.state != "running":
-                break
-            await asyncio.sleep(0.05)
+        # The job fails in the background, on its first slice.
+        status = await job_ended(service, "jason")
         assert status.state == "failed" and "injected" in (status.error or "")
         again = await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
         assert again.hits
@@ -423,18 +437,13 @@ async def test_a_failed_partial_ingestion_is_retried_once_its_pause_is_over(
     service = await make_service(settings, embedder)
     try:
         await service.search_docs("jason", "decode keys as atoms", version="1.4.4")
-        for _ in range(200):
-            (status,) = service.ingestion_status("jason")
-            if status.state != "running":
-                break
-            await asyncio.sleep(0.05)
-        assert status.state == "failed"
+        assert (await job_ended(service, "jason")).state == "failed"
         await service.search_docs("jason", "decode keys as atoms", version="1.4.4")  # retries
-        for _ in range(200):
-            if [p.status for p in service.list_packages()] == ["complete"]:
-                break
-            await asyncio.sleep(0.05)
-        assert [p.status for p in service.list_packages()] == ["complete"]
+        await eventually(
+            lambda: [p.status for p in service.list_packages()] == ["complete"],
+            what="the retried ingestion completing jason",
+            detail=service.list_packages,
+        )
         # The retry embeds the stored chunks: the docs were downloaded once.
         assert len(fake_hex.requests_to("/repo/docs/jason-1.4.4.tar.gz")) == 1
     finally:
@@ -565,12 +574,13 @@ async def test_status_is_a_typed_value_with_the_real_phase(
         waiting = await service.search_docs("ecto", "insert a changeset", version="3.12.5")
         assert waiting.ingestion is not None and waiting.ingestion.state == "running"
         seen = set()
-        for _ in range(200):
+
+        def embedding() -> JobStatus | None:
             (status,) = service.ingestion_status("ecto")
             seen.add(status.phase)
-            if status.phase == "embedding" and status.chunks_embedded:
-                break
-            await asyncio.sleep(0.05)
+            return status if status.phase == "embedding" and status.chunks_embedded else None
+
+        status = await eventually(embedding, what="ecto's job reporting embedded chunks")
         assert status.chunks_total > status.chunks_embedded > 0
         assert status.elapsed_s is not None and status.error is None
         assert "downloading" not in seen or len(seen) > 1

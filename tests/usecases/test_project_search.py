@@ -34,6 +34,7 @@ from tests.support.helpers import (
 )
 from tests.support.paths import SHARED_EVAL, shared
 from tests.support.pg import package_write
+from tests.support.waiting import eventually
 
 INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
 NOT_INDEXED = {"telemetry": "1.2.1"}
@@ -103,16 +104,14 @@ async def test_unindexed_packages_are_named_once_and_queued(svc: Hexlocal) -> No
     assert len(missing) == 1
     assert "telemetry 1.2.1" in missing[0].message
     assert not any(h.package == "telemetry" for h in result.hits)
+
     # Queued for the sync worker, which indexes it in the background.
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while True:
-        states = {s.name: s for s in await svc.project_packages()}
-        if states["telemetry"].state is SyncState.INDEXED:
-            break
-        assert states["telemetry"].state in (SyncState.QUEUED, SyncState.INDEXING)
-        assert loop.time() < deadline, states["telemetry"]
-        await asyncio.sleep(0.05)
+    async def indexed() -> bool:
+        state = {s.name: s for s in await svc.project_packages()}["telemetry"].state
+        assert state in (SyncState.QUEUED, SyncState.INDEXING, SyncState.INDEXED), state
+        return state is SyncState.INDEXED
+
+    await eventually(indexed, what="the sync worker indexing telemetry", timeout=WAIT_S)
     again = await svc.search_project_deps("attach a handler to an event", mode="fts")
     assert not any(n.code == "packages_not_indexed" for n in again.notices)
     assert "telemetry" in {h.package for h in again.hits}

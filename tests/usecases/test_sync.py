@@ -14,7 +14,7 @@ import pytest
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import NotFound
-from hexlocal_core.index.db import rows, scalar
+from hexlocal_core.index.db import connect, rows, scalar
 from hexlocal_core.index.store import Store
 from hexlocal_core.index.sync_store import SyncRow
 from hexlocal_core.ingest.beam_sources import find_elixir_lib
@@ -24,6 +24,7 @@ from hexlocal_core.usecases.sync_plan import SyncTarget, package_states, plan_qu
 from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import GatedEmbedder, HashingEmbedder, db
 from tests.support.hex_fixtures import client_for, settings_for
+from tests.support.waiting import eventually
 
 # Small corpus packages, at versions the corpus holds; in sync (lock) order.
 LOCKED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1", "telemetry": "1.2.1"}
@@ -77,15 +78,18 @@ async def until(
     service: Hexlocal, ok: Callable[[dict[str, PackageState]], bool]
 ) -> dict[str, PackageState]:
     """Polls `project_packages` until `ok` holds (or fails after WAIT_S)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_S
-    while True:
-        states = by_name(await service.project_packages())
-        if ok(states):
-            return states
-        if loop.time() > deadline:
-            raise AssertionError(f"state not reached: {states}")
-        await asyncio.sleep(0.02)
+    seen: list[dict[str, PackageState]] = []
+
+    async def reached() -> dict[str, PackageState] | None:
+        seen[:] = [by_name(await service.project_packages())]
+        return seen[0] if ok(seen[0]) else None
+
+    return await eventually(
+        reached,
+        what="the packages' states reaching the expected ones",
+        timeout=WAIT_S,
+        detail=lambda: seen,
+    )
 
 
 def complete(service: Hexlocal) -> bool:
@@ -397,8 +401,9 @@ async def test_a_search_for_a_queued_package_starts_it_now(
     assert docs_requests(fake_hex, "telemetry") == 1
 
 
-async def test_start_does_not_sync_when_the_setting_is_off(
-    fake_hex: FakeHex, tmp_path: Path
+@pytest.mark.parametrize("sync_on_start", ["true", "false"])
+async def test_start_syncs_in_the_background_unless_the_setting_is_off(
+    fake_hex: FakeHex, tmp_path: Path, sync_on_start: str
 ) -> None:
     base = settings_for(fake_hex, tmp_path)
     env = {
@@ -406,22 +411,33 @@ async def test_start_does_not_sync_when_the_setting_is_off(
         "HEX_MIRROR": fake_hex.mirror_url,
         "PROJECT_ROOT": str(base.project_root),
         "DATABASE_PATH": str(base.database_path),
-        "HEXLOCAL_SYNC_ON_START": "false",
+        "HEXLOCAL_SYNC_ON_START": sync_on_start,
         "HEXLOCAL_SYNC_ELIXIR": "off",
     }
     settings = Settings.from_env(env)
-    assert not settings.sync_on_start and not settings.sync_elixir and not settings.warnings
+    assert settings.sync_on_start is (sync_on_start == "true") and not settings.warnings
     project(settings)
     service = make(settings)
     try:
+        before = asyncio.all_tasks()
         await service.start()
-        await asyncio.sleep(0.3)  # a background sync would have queued and asked by now
-        assert fake_hex.requests == []
-        assert scalar(db(service), "SELECT count(*) FROM sync_queue") == 0
-        states = await service.project_packages()
-        assert {s.state for s in states} == {SyncState.NOT_INDEXED}
+        # What start() set going, rather than a wait for something that must not happen:
+        # the setting on, the same start() has a sync task and the queue fills (the
+        # control that shows what "off" would have seen).
+        started = {task.get_name() for task in asyncio.all_tasks() - before}
+        if settings.sync_on_start:
+            assert "hexlocal-sync" in started, started
+            await eventually(
+                lambda: scalar(db(service), "SELECT count(*) FROM sync_queue"),
+                what="the background sync queueing the locked packages",
+            )
+            return
+        assert "hexlocal-sync" not in started, started
     finally:
         await service.aclose()
+    # Off: the service closed, so nothing can start any more; nothing ever did.
+    assert fake_hex.requests == []
+    assert scalar(connect(settings.database_path), "SELECT count(*) FROM sync_queue") == 0
 
 
 def test_a_malformed_sync_setting_falls_back_to_on_with_a_warning() -> None:
