@@ -24,6 +24,8 @@ from hexlocal_core.model import UsageEvent
 from hexlocal_core.ports import Reranker
 from tests.support.model_fixtures import model_settings
 
+pytestmark = pytest.mark.integration
+
 QUERY = "how do I make a synchronous call to a GenServer"
 PASSAGES = [
     "GenServer.call/3 makes a synchronous call to the server and waits for its reply.",

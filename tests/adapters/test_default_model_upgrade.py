@@ -22,6 +22,8 @@ from tests.support.helpers import db
 from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.paths import MODEL_CACHE
 
+pytestmark = pytest.mark.integration
+
 FP32 = "sentence-transformers/all-MiniLM-L6-v2"
 INT8 = f"{FP32}@int8"
 QUERY = "pretty print a JSON string with indentation"

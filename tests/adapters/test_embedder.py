@@ -26,6 +26,8 @@ from hexlocal_core.ports import Embedder
 from tests.support.model_fixtures import FP32_MODEL, model_settings
 from tests.support.paths import SHARED, shared
 
+pytestmark = pytest.mark.integration
+
 REFERENCE = SHARED / "reference" / "minilm_l6_v2_reference.json"
 MODEL_ID = "local:sentence-transformers/all-MiniLM-L6-v2"
 

@@ -23,6 +23,8 @@ from hexlocal_core.errors import ModelError
 from tests.support.model_fixtures import model_settings
 from tests.support.paths import SHARED, shared
 
+pytestmark = pytest.mark.integration
+
 REFERENCE = SHARED / "reference" / "minilm_l6_v2_reference.json"
 INT8_ID = "local:sentence-transformers/all-MiniLM-L6-v2@int8"
 # Measured on the 24 reference texts: mean cosine 0.990, worst text 0.979 (per-channel

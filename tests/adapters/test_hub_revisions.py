@@ -21,6 +21,8 @@ from tests.fakes.fake_hub import FakeHub, folder_repo
 from tests.support.hub import use_hub
 from tests.support.model_fixtures import model_settings
 
+pytestmark = pytest.mark.integration
+
 RERANK_REPO = "cross-encoder/ms-marco-MiniLM-L6-v2"
 FORMER = "cross-encoder/ms-marco-MiniLM-L-6-v2"
 PIN = model_sources.PINNED_REVISIONS[RERANK_REPO]

@@ -28,6 +28,8 @@ from tests.support.hub import join_downloads, leftovers, use_hub
 from tests.support.model_fixtures import model_settings
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("hf_xet", reason="hf_xet is huggingface_hub's Xet client (x86_64/arm64)")
 
 EMBED_REPO = "sentence-transformers/all-MiniLM-L6-v2"

@@ -27,6 +27,8 @@ from tests.fakes.fake_hub import FakeHub, folder_repo
 from tests.support.hub import join_downloads, leftovers, use_hub
 from tests.support.model_fixtures import model_settings
 
+pytestmark = pytest.mark.integration
+
 XET = importlib.util.find_spec("hf_xet") is not None  # a default dependency on x86_64/arm64
 
 EMBED_REPO = "sentence-transformers/all-MiniLM-L6-v2"

@@ -32,6 +32,8 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import cli_builds_with_fakes
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.integration
+
 PACKAGE = "nimble_pool"
 VERSION = "1.1.0"
 

@@ -17,6 +17,8 @@ from click.testing import CliRunner, Result
 from hexlocal_cli.main import cli
 from hexlocal_cli.mcp_config_cmd import CLIENTS, server_command
 
+pytestmark = pytest.mark.integration
+
 CLIENT_NAMES = sorted(CLIENTS)
 
 

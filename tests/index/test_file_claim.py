@@ -16,6 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from hexlocal_core.index.file_claim import claim_dir
 from hexlocal_core.index.store import Store
 from hexlocal_core.service import Hexlocal, build
@@ -24,6 +26,8 @@ from tests.support.helpers import GatedEmbedder, HashingEmbedder
 from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.paths import REPO_ROOT
 from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.integration
 
 REPO = REPO_ROOT
 WAIT_S = 20.0  # upper bound for a state to be reached; never a speed assertion

@@ -437,6 +437,7 @@ def all_docs(root: Path) -> Iterator[tuple[str, str, Any]]:
                 yield path.stem, key, doc[b"en"]
 
 
+@pytest.mark.slow
 def test_every_otp25_doc_converts(otp25: Path) -> None:
     converted = 0
     for module, key, doc in all_docs(otp25):

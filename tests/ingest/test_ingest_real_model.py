@@ -15,6 +15,8 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import db
 from tests.support.hex_fixtures import client_for, settings_for
 
+pytestmark = pytest.mark.integration
+
 CASES = [
     # package, version, generation, concept query, expected ref prefix
     (

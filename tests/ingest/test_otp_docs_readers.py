@@ -114,6 +114,7 @@ def test_opaque_types_come_from_the_chunk_metadata(stdlib25: dict[str, DocItem])
     assert stdlib25["ets.html#t:match_spec/0"].doc_type is DocType.TYPE
 
 
+@pytest.mark.slow
 def test_shared_docs_are_read_as_shell_docs_shows_them(otp25: Path) -> None:
     """erl_docgen documented get_env/1 and get_env/2 under one text; /2 has `#{}` and an
     `equiv` naming /1."""
@@ -124,6 +125,7 @@ def test_shared_docs_are_read_as_shell_docs_shows_them(otp25: Path) -> None:
     assert "Returns the value of configuration parameter `Par`" in owner
 
 
+@pytest.mark.slow
 def test_every_otp25_app_reads_and_counts_what_it_leaves_out(otp25: Path) -> None:
     for app in APPS25:
         found = chunk_items(otp25, app)
@@ -148,6 +150,7 @@ def test_the_erlang_module_lives_in_erts(otp25: Path) -> None:
 # --- the folder: links the install made, and hostile files -----------------------------------
 
 
+@pytest.mark.slow
 def test_a_doc_folder_linked_as_debian_links_it_is_followed(otp25: Path, tmp_path: Path) -> None:
     """Debian's erlang-doc installs `lib/stdlib-4.2/doc` as a link into /usr/share/doc."""
     real = tmp_path / "usr/share/doc/erlang-doc/lib/stdlib-4.2/doc"
@@ -396,6 +399,7 @@ _ONE_LINE_EQUIV = re.compile(r"Equivalent to (?:\[`[^`]+`\]\(`[^`]+`\)|`[^`]+`)\
 
 
 @pytest.mark.parametrize("app", sorted(APPS27))
+@pytest.mark.slow
 def test_equiv_text_is_what_exdoc_shows(otp27: Path, html27: Path, app: str) -> None:
     """Every "Equivalent to" item reads as ExDoc's HTML page does, and links where it links."""
     equivs = [

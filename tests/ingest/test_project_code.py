@@ -18,7 +18,7 @@ from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.support.elixir import compile_app
 from tests.support.helpers import HashingEmbedder, project_root
 
-pytestmark = pytest.mark.elixir
+pytestmark = [pytest.mark.elixir, pytest.mark.integration]
 
 GREETER = '''defmodule MyApp.Greeter do
   @moduledoc """

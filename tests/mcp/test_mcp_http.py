@@ -36,6 +36,8 @@ from tests.support.mcp_servers import (
 from tests.support.paths import REPO_ROOT
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 # Long enough for a first ingestion on a loaded test machine to finish after SIGTERM.
 GRACE_S = 60.0
 
@@ -196,6 +198,7 @@ async def sigterm_while_downloading(
     return in_flight, code, time.monotonic() - started
 
 
+@pytest.mark.timeout(240)  # the server's grace (GRACE_S) and its exit are bounded inside
 async def test_sigterm_lets_an_in_flight_call_finish(
     http_server: Running, fake_hex: FakeHex
 ) -> None:
@@ -210,6 +213,7 @@ async def test_sigterm_lets_an_in_flight_call_finish(
 
 
 @pytest.mark.parametrize("grace_s", [3.0])
+@pytest.mark.timeout(240)
 async def test_sigterm_bounds_a_call_that_would_outlast_the_grace(
     http_server: Running, fake_hex: FakeHex
 ) -> None:

@@ -13,12 +13,15 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from tests.fakes.fake_hex import FakeHex
 from tests.support.mcp_servers import PACKAGE, VERSION, server_env
 from tests.support.paths import REPO_ROOT
+
+pytestmark = pytest.mark.integration
 
 SHIM = """\
 import subprocess, sys

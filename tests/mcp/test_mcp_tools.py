@@ -32,6 +32,8 @@ from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.paths import REPO_ROOT
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 PACKAGE = "nimble_pool"
 VERSION = "1.1.0"
 DOCS = f"/repo/docs/{PACKAGE}-{VERSION}.tar.gz"

@@ -25,6 +25,8 @@ from tests.support.memory import (
     write_lock,
 )
 
+pytestmark = pytest.mark.integration
+
 ServiceFactory = Callable[..., Hexlocal]
 
 

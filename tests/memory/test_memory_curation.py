@@ -21,6 +21,8 @@ from tests.fakes.fake_chat import COMPLETION_TOKENS, PROMPT_TOKENS, FakeChat
 from tests.support.helpers import db
 from tests.support.memory import TableEmbedder, curated_service, log_rows
 
+pytestmark = pytest.mark.integration
+
 BASE = "anubis_mcp 1.14.0: roots/list deadlocks the stdio transport"
 NEW = "anubis_mcp 1.14.0: sampling requests also hang over stdio"
 SMALL_MODEL = "mistral-small-latest"

@@ -28,6 +28,8 @@ from hexlocal_core.model import sha256_text
 from tests.support.helpers import HashingEmbedder
 from tests.support.memory import settings_for
 
+pytestmark = pytest.mark.integration
+
 N = 24
 
 

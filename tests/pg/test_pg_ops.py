@@ -21,6 +21,8 @@ from hexlocal_core.search.arms import vector_arm
 from tests.support.helpers import HashingEmbedder, chunk_of, item
 from tests.support.pg import store
 
+pytestmark = pytest.mark.integration
+
 __all__ = ["store"]  # the fixture, used by name
 
 

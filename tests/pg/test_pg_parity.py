@@ -26,6 +26,8 @@ from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.sanitizer import to_phrases
 from tests.support.helpers import HashingEmbedder
 
+pytestmark = pytest.mark.integration
+
 QUERIES = [
     "decode JSON keys to atoms",
     "Jason.encode!/2",

@@ -26,6 +26,8 @@ from hexlocal_core.search.sanitizer import to_phrases
 from tests.support.pg import store, unit_rows, write_docs
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 __all__ = ["store"]  # the fixture, used by name
 
 

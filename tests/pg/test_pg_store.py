@@ -26,6 +26,8 @@ from tests.support.helpers import chunk_of, item
 from tests.support.pg import package_write, store, unit_rows, write_docs
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.integration
+
 __all__ = ["store"]  # the fixture, used by name
 
 

@@ -36,6 +36,8 @@ from tests.support.mcp_servers import (
 from tests.support.paths import REPO_ROOT
 from tests.support.waiting import eventually
 
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+
 psycopg = pytest.importorskip("psycopg")
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402

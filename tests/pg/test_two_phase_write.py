@@ -19,6 +19,8 @@ from hexlocal_core.search.arms import BM25_WEIGHTS
 from tests.support.helpers import HashingEmbedder, chunk_of, item
 from tests.support.pg import package_write
 
+pytestmark = pytest.mark.integration
+
 DOCS = [(f"Pool.html#f{n}/1", f"checkout a worker from the pool, variant {n}") for n in range(6)]
 
 

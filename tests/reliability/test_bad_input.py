@@ -33,6 +33,8 @@ from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.support.helpers import HashingEmbedder
 from tests.support.tool_calls import VALID_ARGS
 
+pytestmark = pytest.mark.integration
+
 MB = "x" * 1_000_000
 OK = "answered"  # the expectation of a case that must not be an error
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.support import crash_trials
 from tests.support.harness import StandaloneHex
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 TRIALS = 20
 SEED = 20261129

@@ -38,6 +38,8 @@ from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.support.helpers import HashingEmbedder
 from tests.support.tool_calls import VALID_ARGS
 
+pytestmark = pytest.mark.integration
+
 T = TypeVar("T")
 
 EXAMPLES_PER_TOOL = int(

@@ -25,6 +25,8 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.paths import REPO_ROOT
 from tests.support.waiting import eventually
 
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
 READ_TIMEOUT_S = 60.0  # the first call waits for the service to be built
 EXIT_BOUND_S = 5.0  # generous: the design is 1.5 s (EXIT_GRACE_S); it used to be 60 s
 

@@ -41,6 +41,8 @@ from tests.support.harness import consistency, db_digest
 from tests.support.helpers import HashingEmbedder
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 BOOKKEEPING = ("ingest_jobs", "usage_events")
 AI_KEY = "sk-faults-0123456789"
 FAST = RetryPolicy(attempts=2, base_s=0.01, cap_s=0.05)

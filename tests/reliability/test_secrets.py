@@ -41,6 +41,8 @@ from tests.fakes.fault_proxy import FaultProxy
 from tests.support.harness import CliHarness
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 AI_KEY = "sk-SECRETai7f3a9c1e5b2d4f6a8c0e"
 GH_TOKEN = "ghp_SECRETgh0123456789abcdefABCDEF"
 SECRETS = (AI_KEY, GH_TOKEN, AI_KEY[3:], GH_TOKEN[4:])  # also without their prefixes

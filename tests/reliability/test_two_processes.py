@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
@@ -30,6 +31,8 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.harness import consistency
 from tests.support.paths import REPO_ROOT
 from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 CALLS = 500  # per client
 INDEXED = ("jason", "1.4.4")  # pre-indexed by `hexlocal ingest` before the servers start

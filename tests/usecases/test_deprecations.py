@@ -20,6 +20,8 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import HashingEmbedder
 from tests.support.hex_fixtures import client_for, settings_for
 
+pytestmark = pytest.mark.integration
+
 NOTE = "deprecated: Use compare/2 instead."
 
 

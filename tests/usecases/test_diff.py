@@ -37,6 +37,8 @@ from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import HashingEmbedder, item
 from tests.support.hex_fixtures import client_for, settings_for
 
+pytestmark = pytest.mark.integration
+
 OLD, NEW = "3.12.5", "3.14.2"
 
 

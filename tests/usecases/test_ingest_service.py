@@ -38,6 +38,8 @@ from tests.support.helpers import HashingEmbedder, db, project_root
 from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 SAMPLE_LOCK = '%{\n  "sample": {:hex, :sample, "0.3.0", "abc", [:mix], [], "hexpm", "def"},\n}\n'
 JASON_LOCK = '%{{\n  "jason": {{:hex, :jason, "{v}", "abc", [:mix], [], "hexpm", "def"}},\n}}\n'
 

@@ -18,6 +18,8 @@ from hexlocal_core.versions.app_file import app_applications, app_modules
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.support.helpers import HashingEmbedder, project_root
 
+pytestmark = pytest.mark.integration
+
 JASON_MODULES = ["Elixir.Jason", "Elixir.Jason.Decoder", "Elixir.Jason.Encode"]
 
 

@@ -24,6 +24,8 @@ from tests.fakes.fake_hex import FakeHex, settings_for
 from tests.support.harness import CliHarness, consistency, db_digest, service_for
 from tests.support.helpers import HashingEmbedder, db
 
+pytestmark = pytest.mark.integration
+
 MODEL_A = "test:model-a"
 MODEL_B = "test:model-b"
 PACKAGES = (("jason", "1.4.4"), ("nimble_pool", "1.1.0"))

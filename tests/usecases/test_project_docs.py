@@ -30,6 +30,8 @@ from hexlocal_core.usecases.project_docs import ProjectIndexReport
 from tests.support.harness import CliHarness, service_for
 from tests.support.helpers import HashingEmbedder, db
 
+pytestmark = pytest.mark.integration
+
 GUIDE_SECTIONS = (
     ("Building releases", "assemble"),
     ("Runtime configuration", "configure"),
@@ -218,6 +220,7 @@ async def test_watch_reindexes_on_save_and_stops(service: Hexlocal, settings: Se
     assert runs >= 1 and errors == []
 
 
+@pytest.mark.timeout(180)  # its own waits: 60 s for the watch, 60 s for the exit
 def test_ctrl_c_stops_watching_with_exit_0(settings: Settings, tmp_path: Path) -> None:
     """A real `hexlocal index-docs --watch` (default build, local model) and a real SIGINT."""
     keep = ("HEXLOCAL_MODEL_CACHE", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME", "PATH")

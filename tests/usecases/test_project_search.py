@@ -36,6 +36,8 @@ from tests.support.paths import SHARED_EVAL, shared
 from tests.support.pg import package_write
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 INDEXED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1"}
 NOT_INDEXED = {"telemetry": "1.2.1"}
 WAIT_S = 20.0  # upper bound for the background sync to finish; never a speed assertion

@@ -26,6 +26,8 @@ from tests.support.helpers import GatedEmbedder, HashingEmbedder, db
 from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.waiting import eventually
 
+pytestmark = pytest.mark.integration
+
 # Small corpus packages, at versions the corpus holds; in sync (lock) order.
 LOCKED = {"jason": "1.4.4", "mime": "2.0.7", "nimble_options": "1.1.1", "telemetry": "1.2.1"}
 WAIT_S = 20.0  # upper bound for a state to be reached; never a speed assertion

@@ -32,6 +32,8 @@ from tests.support.helpers import HashingEmbedder
 from tests.support.hex_fixtures import client_for, settings_for
 from tests.support.upgrade_project import compiled_project, copy_project
 
+pytestmark = pytest.mark.integration
+
 CONTRACT_KEYS = {"package", "from", "to", "affected", "not_affected", "changelog",
                  "requirements", "notices"}  # fmt: skip
 

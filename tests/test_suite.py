@@ -1,13 +1,19 @@
-"""The test suite's own layout (tests/README.md): test modules import shared code from
+"""The test suite's own rules (tests/README.md): test modules import shared code from
 tests/support/ and tests/fakes/, never from one another; each folder of tests mirrors a
-part of the code; code that is not a test lives only in the two shared packages."""
+part of the code; code that is not a test lives only in the two shared packages; waits go
+through the waiting helper; a run under CI without the shared data fails, not skips."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.paths import shared
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -20,7 +26,7 @@ OWN_FOLDERS = {"core", "pg", "reliability"}
 FACES = {"mcp": "hexlocal_mcp", "cli": "hexlocal_cli"}
 # Tests of the repository as a whole stay at the top of tests/.
 AT_TOP = {"conftest.py", "__init__.py", "test_architecture.py", "test_deploy_files.py",
-          "test_suite_layout.py"}  # fmt: skip
+          "test_suite.py"}  # fmt: skip
 
 
 def _python_files() -> list[Path]:
@@ -169,3 +175,38 @@ def test_the_poll_rule_sees_a_hand_made_poll() -> None:
         "    await asyncio.sleep(0.3)\n"  # not in a loop: not a poll
     )
     assert _sleeping_loops(text) == [3, 7]
+
+
+# -- the shared data: skipped locally when absent, never under CI --------------------------
+
+
+@pytest.mark.parametrize(
+    ("ci", "outcome"), [("", pytest.skip.Exception), ("true", pytest.fail.Exception)]
+)
+def test_missing_shared_data_skips_locally_and_fails_under_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ci: str, outcome: type[BaseException]
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match="the corpus not found at .*nowhere"):
+        shared(tmp_path / "nowhere", "the corpus")
+    assert shared(tmp_path, "tmp") == tmp_path
+
+
+def _run_corpus_test(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """One test that needs the corpus, in a pytest of its own, with the shared data
+    pointed at an empty folder."""
+    test = "tests/versions/test_versions.py::test_corpus_release_lists_are_in_our_descending_order"
+    environ = {k: v for k, v in os.environ.items() if k != "CI"}
+    environ.update(HEXLOCAL_SHARED=str(tmp_path / "empty"), PYTHONPATH=str(ROOT), **env)
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", test]
+    return subprocess.run(args, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.integration
+def test_a_run_without_the_shared_data_skips_locally_and_fails_under_ci(tmp_path: Path) -> None:
+    local = _run_corpus_test(tmp_path)
+    assert local.returncode == 0 and "1 skipped" in local.stdout, local.stdout[-2000:]
+    assert "the shared corpus not found at" in local.stdout
+    ci = _run_corpus_test(tmp_path, CI="true")
+    assert ci.returncode not in (0, 5), ci.stdout[-2000:]  # 5: nothing collected
+    assert "CI=true but the shared data is not at" in ci.stdout + ci.stderr
