@@ -6,7 +6,7 @@ local embedder, then runs the query set through the facade (`Hexlocal.evaluate`,
 `hexlocal eval` does):
 
 * without rerank (mode rrf) and with rerank (the stand-in cross-encoder: the real MiniLM
-  encoder with a seeded random head, built by tests/model_fixtures.py), each query
+  encoder with a seeded random head, built by tests/support/model_fixtures.py), each query
   `--repeat` times, and prints p50/p95 per stage (embed, fts, vec, fuse, feedback,
   learned, rerank, total);
 * the evaluation table (recall@5, MRR@10, cand, median ms) for fts, vector, rrf, rerank.

