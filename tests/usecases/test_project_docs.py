@@ -29,6 +29,7 @@ from hexlocal_core.service import Hexlocal
 from hexlocal_core.usecases.project_docs import ProjectIndexReport
 from tests.support.harness import CliHarness, service_for
 from tests.support.helpers import HashingEmbedder, db
+from tests.support.paths import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -226,6 +227,7 @@ def test_ctrl_c_stops_watching_with_exit_0(settings: Settings, tmp_path: Path) -
     keep = ("HEXLOCAL_MODEL_CACHE", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME", "PATH")
     env = {name: os.environ[name] for name in keep if name in os.environ}
     env.update(
+        PYTHONPATH=str(REPO_ROOT),  # the checkout under test, not whatever is installed
         HF_HUB_OFFLINE="1",
         PROJECT_ROOT=str(settings.project_root),
         DATABASE_PATH=str(settings.database_path),
