@@ -9,7 +9,7 @@ export HF_HUB_OFFLINE ?= 1
 # Where `make install` links the console scripts; ~/.local/bin is on PATH in most shells.
 PREFIX ?= $(HOME)/.local/bin
 
-.PHONY: test demo check lint typecheck bench setup install uninstall smoke clients
+.PHONY: test test-fast demo check lint typecheck bench setup install uninstall smoke clients
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,13 @@ uninstall:
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The edit-test loop: unit and property tests, under 2 minutes on 2 cores. Left out (and
+# run by `make test`): tests marked `integration` (processes, servers, PostgreSQL, the
+# real models, the whole service end to end) or `slow` (whole-corpus sweeps); see
+# tests/README.md.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not integration and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check hexlocal_core hexlocal_mcp hexlocal_cli tests benchmarks scripts examples

@@ -26,8 +26,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.reliability import crash_trials  # noqa: E402
-from tests.reliability.support import StandaloneHex  # noqa: E402
+from tests.support import crash_trials  # noqa: E402
+from tests.support.harness import StandaloneHex  # noqa: E402
 
 PHASES = (*crash_trials.PHASES, "done")
 

@@ -204,7 +204,7 @@ def _scorer(reranker: LocalCrossEncoder, passages: list[str]) -> Callable[[], No
 
 
 def stand_in_dir(tmp: Path) -> Path:
-    from tests.model_fixtures import write_stand_in_reranker
+    from tests.support.model_fixtures import write_stand_in_reranker
 
     return write_stand_in_reranker(tmp / "stand-in")
 

@@ -232,7 +232,7 @@ def stage_table(rows: dict[str, dict[str, list[float]]]) -> Table:
 
 def _embedder(kind: str, settings: Settings) -> Embedder:
     if kind == "hashing":
-        from tests.helpers import HashingEmbedder
+        from tests.support.helpers import HashingEmbedder
 
         return HashingEmbedder(dims=384)
     from hexlocal_core.adapters.local_embedder import build_local_embedder

@@ -177,7 +177,7 @@ def _timed(
 
 
 def _stand_in(tmp: Path) -> Path:
-    from tests.model_fixtures import write_stand_in_reranker
+    from tests.support.model_fixtures import write_stand_in_reranker
 
     return write_stand_in_reranker(tmp / "stand-in")
 

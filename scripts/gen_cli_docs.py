@@ -4,7 +4,7 @@
     python scripts/gen_cli_docs.py --check   exit 1 if docs/cli.md is out of date
 
 The help is rendered as a terminal of 100 columns (or more) shows it, so the file does not
-depend on the terminal it is generated in; tests/test_cli.py compares it with the real
+depend on the terminal it is generated in; tests/cli/test_cli.py compares it with the real
 `--help` of every command.
 """
 

@@ -126,6 +126,19 @@ GROUPS = (
                 "mix) at the project's Elixir version.",
             ),
             Doc(
+                "HEXLOCAL_SYNC_OTP",
+                "sync_otp",
+                "`sync` also indexes the Erlang/OTP applications the project uses (erts, "
+                "kernel, stdlib, and those its mix.exs and compiled apps start).",
+            ),
+            Doc(
+                "HEXLOCAL_OTP_ROOT",
+                "otp_root",
+                "An Erlang/OTP install root to read OTP's docs from (absolute path), instead "
+                "of the OTP found from the project's pin and `erl` on PATH (docs/otp.md).",
+                "found from the project",
+            ),
+            Doc(
                 "ELIXIR_HOME",
                 "elixir_home",
                 "Where Elixir's own compiled apps are, for their docs (read from the BEAM files).",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,19 +10,26 @@ from typing import TYPE_CHECKING
 import pytest
 
 from hexlocal_core.config import ENV_VARIABLES
+from tests.support.paths import CORPUS, HEXDOCS, MODEL_CACHE, SHARED, in_ci, shared
 
 if TYPE_CHECKING:
     from hexlocal_core.index.store import Store
 
-pytest_plugins = ["tests.hex_fixtures", "tests.model_fixtures", "tests.pg_fixtures"]
+pytest_plugins = [
+    "tests.support.hex_fixtures",
+    "tests.support.model_fixtures",
+    "tests.support.pg_fixtures",
+]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("HEXLOCAL_SHARED", REPO_ROOT.parent / "shared"))
-CORPUS = SHARED / "corpus"
-HEXDOCS = CORPUS / "hexdocs"
-HEXAPI = CORPUS / "hexapi"
-MIXLOCK = CORPUS / "mixlock"
-MODEL_CACHE = REPO_ROOT / ".hexlocal-cache" / "models"
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under CI the shared data must be there: without it a third of the suite would
+    skip itself and the run would still be green."""
+    if in_ci() and not CORPUS.is_dir():
+        raise pytest.UsageError(
+            f"CI=true but the shared data is not at {SHARED} (no {CORPUS}): lay it beside"
+            " the checkout or point HEXLOCAL_SHARED at it; CI does not skip what it needs"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -58,8 +64,8 @@ def _restore_hexlocal_logger() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    if not HEXDOCS.is_dir():
-        pytest.skip(f"shared corpus not found at {CORPUS}")
+    """The shared corpus (skipped locally when absent, a failure under CI)."""
+    shared(HEXDOCS, "the shared corpus")
     return CORPUS
 
 
@@ -67,7 +73,7 @@ def corpus() -> Path:
 def jason_index(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
     """A real index of jason 1.4.4 (real parsers and pipeline, the hashing embedder), one
     per test module: what the engine tests rank against."""
-    from tests.helpers import index_corpus_package
+    from tests.support.helpers import index_corpus_package
 
     path = tmp_path_factory.mktemp("jason") / "engine.db"
     return index_corpus_package(path, HEXDOCS / "jason-1.4.4.tar.gz", "jason", "1.4.4")

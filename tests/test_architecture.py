@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # the checkout: tests/ sits at its top
 ADAPTER_LIBS = {"aiohttp", "onnxruntime", "fastmcp", "mcp", "tokenizers", "onnx", "huggingface_hub"}
 
 

@@ -12,7 +12,7 @@ from functools import cache
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "architecture.md"
 CODE_ROOTS = ("hexlocal_core", "hexlocal_mcp", "hexlocal_cli", "tests", "scripts", "benchmarks")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 DECISIONS = REPO_ROOT / "docs" / "decisions"
 LAB = REPO_ROOT / "docs" / "lab"

@@ -23,7 +23,7 @@ import yaml
 from hexlocal_cli.main import cli
 from hexlocal_core.config import ENV_VARIABLES, Settings
 from hexlocal_mcp.http import DEFAULT_PORT, HEALTH_PATH, MCP_PATH, is_loopback
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 DEPLOY = REPO_ROOT / "deploy"
 DOCS = (REPO_ROOT / "docs" / "deployment.md", REPO_ROOT / "docs" / "backup.md")

@@ -14,7 +14,7 @@ from hexlocal_core.config import ENV_VARIABLES
 from hexlocal_core.search.arms import DEPTH
 from hexlocal_core.search.fusion import RRF_K
 from hexlocal_core.search.tuning import POOL, SearchTuning
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 

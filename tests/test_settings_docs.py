@@ -8,7 +8,7 @@ import sys
 from types import ModuleType
 
 from hexlocal_core.config import ENV_VARIABLES, Settings
-from tests.conftest import REPO_ROOT
+from tests.support.paths import REPO_ROOT
 
 
 def _generator() -> ModuleType:

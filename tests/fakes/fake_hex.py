@@ -8,9 +8,9 @@ Anything else answers 404 with Hex's JSON error body. Every request is recorded,
 faults can be injected per path pattern (fnmatch): delays, status codes (with
 Retry-After), connection resets, truncated bodies, HTML instead of JSON, streamed bodies
 without Content-Length, requests read and never answered (`hang`, a blackholed host as
-a client sees it), optionally only for the first N matching requests. `refuse()` stops
-listening (connections are refused, as from a host that is down) and `listen()` serves
-again on the same port.
+a client sees it), requests held until the test releases them (`hold`), optionally only
+for the first N matching requests. `refuse()` stops listening (connections are refused,
+as from a host that is down) and `listen()` serves again on the same port.
 
 Standalone (for stdio MCP tests and `make demo`):
 
@@ -79,6 +79,7 @@ class Fault:
     html: bool = False
     chunked: bool = False
     hang: bool = False
+    gate: asyncio.Event | None = None  # held until the test sets it
     times: int | None = None
     hits: int = 0
 
@@ -175,6 +176,13 @@ class FakeHex(AsyncServerContext):
         self.faults.append(fault)
         return fault
 
+    def hold(self, pattern: str) -> asyncio.Event:
+        """Requests matching `pattern` wait until the returned event is set (an answer held
+        for exactly as long as the test needs, not for a guessed delay)."""
+        gate = asyncio.Event()
+        self.faults.append(Fault(pattern=pattern, gate=gate))
+        return gate
+
     def reset(self) -> None:
         """Forgets faults, recorded requests and extra packages."""
         self.faults.clear()
@@ -217,6 +225,8 @@ class FakeHex(AsyncServerContext):
         fault.hits += 1
         if fault.delay:
             await asyncio.sleep(fault.delay)
+        if fault.gate is not None:
+            await fault.gate.wait()
         if fault.hang:
             # Read, never answered: the client's timeout ends it (and cancels this handler).
             await asyncio.Event().wait()

@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hexlocal_core.model import SearchResult
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
+
+pytestmark = pytest.mark.integration
 
 
 class OtherModel(HashingEmbedder):

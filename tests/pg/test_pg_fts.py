@@ -8,6 +8,8 @@ import pytest
 from hexlocal_core.index.pg import fts
 from hexlocal_core.search.sanitizer import to_match
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize(
     ("match", "tsquery"),

@@ -26,6 +26,8 @@ from hexlocal_core.index.store import Store
 from hexlocal_core.model import sha256_text
 from hexlocal_core.search.sanitizer import to_match
 
+pytestmark = pytest.mark.integration
+
 WEIGHTS = (1.0, 1.5)  # recall's BM25 weights: text, split identifier parts
 
 

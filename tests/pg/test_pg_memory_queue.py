@@ -25,8 +25,10 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.memory import queue
 from hexlocal_core.memory.service import MemoryPorts, MemoryService
 from hexlocal_core.model import sha256_text
-from tests.helpers import HashingEmbedder
-from tests.memory_support import settings_for
+from tests.support.helpers import HashingEmbedder
+from tests.support.memory import settings_for
+
+pytestmark = pytest.mark.integration
 
 N = 24
 

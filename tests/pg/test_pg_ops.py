@@ -18,8 +18,10 @@ from hexlocal_core.index.store import PackageWrite
 from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.model import UsageEvent, sha256_text
 from hexlocal_core.search.arms import vector_arm
-from tests.helpers import HashingEmbedder, chunk_of, item
-from tests.pg.support import store
+from tests.support.helpers import HashingEmbedder, chunk_of, item
+from tests.support.pg import store
+
+pytestmark = pytest.mark.integration
 
 __all__ = ["store"]  # the fixture, used by name
 

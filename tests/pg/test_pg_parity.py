@@ -24,7 +24,9 @@ from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.search.arms import BM25_WEIGHTS
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.sanitizer import to_phrases
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
+
+pytestmark = pytest.mark.integration
 
 QUERIES = [
     "decode JSON keys to atoms",

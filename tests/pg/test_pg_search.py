@@ -2,13 +2,12 @@
 identifiers whole and by parts with the package's own BM25 statistics and answers any
 string; the vector arm spends its depth on the package searched, index or no index.
 
-`tests/test_store.py` says what the SQLite store does; these check `PgStore` does it too.
+`tests/index/test_store.py` says what the SQLite store does; these check `PgStore` does it too.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,7 +23,10 @@ from hexlocal_core.index.pg.db import connect
 from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.sanitizer import to_phrases
-from tests.pg.support import store, unit_rows, write_docs
+from tests.support.pg import store, unit_rows, write_docs
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 __all__ = ["store"]  # the fixture, used by name
 
@@ -301,7 +303,12 @@ def test_a_search_during_a_rewrite_of_its_package_sees_a_whole_version(
         write_docs(
             store, "pkg", [(f"B.html#b{i}/0", f"v {n} {i}") for i in range(20)], version=f"2.{n}"
         )
-    time.sleep(0.05)
+    searched = len(results)
+    wait_until(  # the last table is read too, not only the ones the writes raced with
+        lambda: len(results) > searched or errors,
+        what="a search after the last rewrite",
+        detail=lambda: errors,
+    )
     stop.set()
     thread.join()
     assert not errors, errors

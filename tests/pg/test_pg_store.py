@@ -1,14 +1,13 @@
 """The PostgreSQL store (team mode): migrations, atomic writes, the model guard, exact
 lookups, and the locks that keep several servers apart (the arms: `test_pg_search.py`).
 
-The SQLite store's tests (`tests/test_store.py`) say what the behaviour is; these check
+The SQLite store's tests (`tests/index/test_store.py`) say what the behaviour is; these check
 that `PgStore` has it, on a real PostgreSQL 16 + pgvector (`pg_url`, a fresh database).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -23,8 +22,11 @@ from hexlocal_core.index.pg.migrations import SCHEMA_VERSION
 from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.index.store import PackageWrite
 from hexlocal_core.search.arms import vector_arm
-from tests.helpers import chunk_of, item
-from tests.pg.support import package_write, store, unit_rows, write_docs
+from tests.support.helpers import chunk_of, item
+from tests.support.pg import package_write, store, unit_rows, write_docs
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.integration
 
 __all__ = ["store"]  # the fixture, used by name
 
@@ -317,10 +319,11 @@ def test_a_server_that_dies_mid_ingest_frees_its_claim(store: PgStore, pg_url: s
             "SELECT pg_terminate_backend(pid) FROM pg_locks"
             " WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()"
         )
-    deadline = time.monotonic() + 5
-    while (taken := store.try_ingest_claim("jason", "1.4.4")) is None:
-        assert time.monotonic() < deadline, "the claim outlived its connection"
-        time.sleep(0.05)
+    taken = wait_until(
+        lambda: store.try_ingest_claim("jason", "1.4.4"),
+        what="the claim freed with its holder's connection",
+        every=0.05,
+    )
     taken.release()
     claim.release()  # its connection is gone: nothing to do, nothing raised
 

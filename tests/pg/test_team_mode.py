@@ -22,10 +22,21 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
-from tests.test_mcp_http import TOKEN, Running, client_for, free_port, wait_healthy
-from tests.test_mcp_stdio import PACKAGE, VERSION, server_env
+from tests.support.mcp_servers import (
+    PACKAGE,
+    TOKEN,
+    VERSION,
+    Running,
+    free_port,
+    mcp_http_client,
+    server_env,
+    wait_healthy,
+)
+from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 psycopg = pytest.importorskip("psycopg")
 from mcp.client.session import ClientSession  # noqa: E402
@@ -62,7 +73,7 @@ def _server(env: dict[str, str], log: Path) -> Iterator[Running]:
 
 @contextlib.asynccontextmanager
 async def _session(base: str) -> AsyncIterator[ClientSession]:
-    async with client_for(TOKEN) as http:
+    async with mcp_http_client(TOKEN) as http:
         async with streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
             async with ClientSession(r, w) as session:
                 await session.initialize()
@@ -97,15 +108,18 @@ def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
 
 
 async def _drained(url: str, expected: int, timeout: float = 240.0) -> None:
-    sql = "SELECT count(*) FROM remember_queue WHERE status = 'pending'"
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+    def counts() -> tuple[int, int]:
         total = _rows(url, "SELECT count(*) FROM remember_queue")[0][0]
-        pending = _rows(url, sql)[0][0]
-        if total == expected and pending == 0:
-            return
-        assert asyncio.get_running_loop().time() < deadline, (total, pending)
-        await asyncio.sleep(0.5)
+        pending = _rows(url, "SELECT count(*) FROM remember_queue WHERE status = 'pending'")[0][0]
+        return int(total), int(pending)
+
+    await eventually(
+        lambda: counts() == (expected, 0),
+        what=f"all {expected} remembered texts queued and curated",
+        timeout=timeout,
+        every=0.5,
+        detail=counts,
+    )
 
 
 async def test_two_servers_one_database(fake_hex: FakeHex, tmp_path: Path, pg_url: str) -> None:

@@ -16,8 +16,10 @@ from hexlocal_core.index.store import PackageWrite, Store, VectorRows
 from hexlocal_core.model import sha256_text
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.arms import BM25_WEIGHTS
-from tests.helpers import HashingEmbedder, chunk_of, item
-from tests.pg.support import package_write
+from tests.support.helpers import HashingEmbedder, chunk_of, item
+from tests.support.pg import package_write
+
+pytestmark = pytest.mark.integration
 
 DOCS = [(f"Pool.html#f{n}/1", f"checkout a worker from the pool, variant {n}") for n in range(6)]
 

@@ -30,25 +30,13 @@ from hexlocal_mcp.server import create_server
 from hexlocal_mcp.tools import TOOLS
 from tests.fakes.fake_github import FakeGitHub
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder
+from tests.support.helpers import HashingEmbedder
+from tests.support.tool_calls import VALID_ARGS
+
+pytestmark = pytest.mark.integration
 
 MB = "x" * 1_000_000
 OK = "answered"  # the expectation of a case that must not be an error
-
-BASE: dict[str, dict[str, Any]] = {
-    "search_docs": {"package": "jason", "query": "decode", "version": "1.4.4"},
-    "search_project_docs": {"query": "deploy"},
-    "get_docs": {"package": "jason", "identifier": "Jason.decode/2", "version": "1.4.4"},
-    "ingestion_status": {},
-    "list_indexed_packages": {},
-    "remember": {"texts": ["Jason.decode!/2 raises on invalid JSON"]},
-    "remember_status": {"request_ids": ["0" * 32]},
-    "recall": {"query": "decode"},
-    "search_github_issues": {"query": "session", "repo": "zoedsoupe/anubis-mcp"},
-    "get_token_usage": {},
-    "diff_versions": {"package": "jason", "from_version": "1.4.4", "to_version": "1.4.5"},
-    "upgrade_impact": {"package": "jason", "to_version": "1.4.5", "from_version": "1.4.4"},
-}
 
 # Arguments a case also changes, for the argument to be the one in effect.
 ALSO: dict[tuple[str, str], dict[str, Any]] = {
@@ -238,7 +226,9 @@ async def client(fake_hex: FakeHex, tmp_path: Path) -> AsyncIterator[Client[Any]
         settings = settings_for(fake_hex, tmp_path, ai_rerank_model="off", github_api_url=gh.url)
         async with Client(create_server(lambda: factory(settings))) as c:
             # Indexed up front, so cases about other arguments do not wait on an ingest.
-            ready = await c.call_tool("search_docs", BASE["search_docs"], raise_on_error=False)
+            ready = await c.call_tool(
+                "search_docs", VALID_ARGS["search_docs"], raise_on_error=False
+            )
             assert not ready.is_error, ready.content
             yield c
 
@@ -258,7 +248,7 @@ async def test_every_bad_argument_is_a_clear_error(client: Client[Any]) -> None:
     problems = []
     for case in CASES:
         tool, arg, value, expect = case
-        arguments = {**BASE[tool], **ALSO.get((tool, arg), {}), arg: value}
+        arguments = {**VALID_ARGS[tool], **ALSO.get((tool, arg), {}), arg: value}
         result = await client.call_tool(tool, arguments, raise_on_error=False)
         problem = judge(result, expect)
         if problem:
@@ -289,7 +279,7 @@ def test_every_tool_and_argument_is_covered() -> None:
     """A new tool or argument needs its bad-input cases here."""
     covered = {(tool, arg) for tool, arg, _, _ in CASES}
     for spec in TOOLS:
-        assert spec.name in BASE, f"no base call for {spec.name}"
+        assert spec.name in VALID_ARGS, f"no base call for {spec.name}"
         for name in inspect.signature(spec.fn).parameters:
             if name == "ctx":
                 continue
@@ -403,5 +393,5 @@ async def test_database_fault_in_mcp(make_fault: Any, tmp_path: Path) -> None:
         assert result.is_error, text
         assert _one_clear_line(text, db) == [], text
         # The server still answers (with the same clear error), it did not die.
-        again = await c.call_tool("search_docs", BASE["search_docs"], raise_on_error=False)
+        again = await c.call_tool("search_docs", VALID_ARGS["search_docs"], raise_on_error=False)
         assert again.is_error and str(db) in text_of(again)

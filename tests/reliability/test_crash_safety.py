@@ -1,8 +1,9 @@
 """SIGKILL an ingesting process at 20 random points: the database is never damaged, no
 package is half-written, and the next start resumes and completes the job.
 
-See `crash_trials.py` for the procedure; `benchmarks/bench_crash.py` runs more trials and
-prints a table. The delays are seeded, so a failure names a trial that can be replayed.
+See `tests/support/crash_trials.py` for the procedure; `benchmarks/bench_crash.py` runs
+more trials and prints a table. The delays are seeded, so a failure names a trial that
+can be replayed.
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from tests.reliability import crash_trials
-from tests.reliability.support import StandaloneHex
+import pytest
+
+from tests.support import crash_trials
+from tests.support.harness import StandaloneHex
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 TRIALS = 20
 SEED = 20261129

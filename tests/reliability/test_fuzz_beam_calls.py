@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from hexlocal_core.ingest.beam import BeamSkipped
 from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
-from tests.test_beam import replace_chunk
-from tests.test_beam_calls import demo_beam
+from tests.support.beams import demo_beam, replace_chunk
 
 FUZZ = settings(
     max_examples=500,

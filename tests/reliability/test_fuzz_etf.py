@@ -1,5 +1,7 @@
 """Property: any bytes through the ETF decoder and the BEAM Docs reader give a term or an
-`IngestError`, within a time bound; never another exception."""
+`IngestError` (a `HexlocalError` from the reader), within a time bound; never another
+exception. Random bytes, soups of the tags the decoder knows, mutations of well-formed
+Docs terms (plain and compressed), and compressed terms whose declared size lies."""
 
 from __future__ import annotations
 
@@ -12,14 +14,17 @@ from hypothesis import strategies as st
 from hexlocal_core.errors import HexlocalError, IngestError
 from hexlocal_core.ingest import etf
 from hexlocal_core.ingest.beam import read_beam_docs
+from hexlocal_core.ingest.etf import BitBinary, ImproperList
+from hexlocal_core.model import Atom
+from tests.support.etf import encode
 
 FUZZ = settings(
     max_examples=1000,
-    deadline=2000,
+    deadline=2000,  # ms per case: generous on a shared 2-core machine
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
 )
-# A small docs_v1 term written by `term_to_binary` (Elixir 1.18), to mutate.
+# A small docs_v1 term written by `term_to_binary` (Elixir 1.18): Erlang's own bytes.
 _DOCS = bytes.fromhex(
     "83680764000764 6f63735f7631 61016400066 56c69786972"
     "6d0000000d746578742f6d61726b646f776e"
@@ -27,6 +32,50 @@ _DOCS = bytes.fromhex(
     "74000000006a".replace(" ", "")
 )
 _TAGS = [70, 77, 80, 97, 98, 99, 100, 104, 105, 106, 107, 108, 109, 110, 111, 116, 118, 119]
+
+
+TRUE = Atom("true")
+
+
+def _sample_chunk() -> bytes:
+    """A Docs-shaped term with every tag the decoder knows, uncompressed."""
+    term = (
+        Atom("docs_v1"),
+        2,
+        Atom("elixir"),
+        b"text/markdown",
+        {b"en": b"Module docs with `code`.\n\n    iex> 1 + 1\n    2\n"},
+        {Atom("since"): b"1.0.0", Atom("deprecated"): b"Use other/1"},
+        [
+            (
+                (Atom("function"), Atom("map"), 2),
+                7,
+                [b"map(enumerable, fun)"],
+                {b"en": b"Maps."},
+                {},
+            ),
+            (
+                (Atom("type"), Atom("t"), 0),
+                -70000,
+                [],
+                Atom("none"),
+                {Atom("opaque"): Atom("true")},
+            ),
+            ((Atom("callback"), Atom("init"), 1), 2**70, [], Atom("hidden"), {}),
+        ],
+        ImproperList((1.5, BitBinary(b"\x80", 1)), [104, 105]),
+        [b"x" * 300],
+    )
+    return encode(term)
+
+
+SAMPLE = _sample_chunk()
+SAMPLE_COMPRESSED = b"\x83P" + struct.pack(">I", len(SAMPLE) - 1) + zlib.compress(SAMPLE[1:])
+
+
+SAMPLE = _sample_chunk()
+SAMPLE_COMPRESSED = b"\x83P" + struct.pack(">I", len(SAMPLE) - 1) + zlib.compress(SAMPLE[1:])
+SEEDS = (SAMPLE, SAMPLE_COMPRESSED, _DOCS)
 
 
 def _beam(docs: bytes) -> bytes:
@@ -43,18 +92,45 @@ def _decode(data: bytes) -> None:
     except IngestError:
         pass
     try:
+        etf.decode_at(etf.term_body(data), 0, max_terms=1000)
+    except IngestError:
+        pass
+    try:
         read_beam_docs(_beam(data))
     except HexlocalError:
         pass
 
 
-def test_the_seed_is_a_docs_chunk() -> None:
+def test_the_seeds_are_what_they_claim() -> None:
     assert read_beam_docs(_beam(_DOCS)).module_doc == "hello"
+    assert etf.decode(SAMPLE) == etf.decode(SAMPLE_COMPRESSED)
+
+
+@st.composite
+def mutated(draw: st.DrawFn, base: bytes) -> bytes:
+    data = bytearray(base)
+    for _ in range(draw(st.integers(1, 6))):
+        pos = draw(st.integers(0, len(data) - 1))
+        action = draw(st.sampled_from(["flip", "set", "cut", "insert", "delete"]))
+        if action == "flip":
+            data[pos] ^= 1 << draw(st.integers(0, 7))
+        elif action == "set":
+            data[pos] = draw(st.sampled_from([0, 1, 0x7F, 0x80, 0xFF, *_TAGS]))
+        elif action == "cut":
+            del data[max(pos, 1) :]
+        elif action == "insert":
+            data[pos:pos] = draw(st.binary(min_size=1, max_size=5))
+        elif len(data) > 2:
+            del data[pos]
+        if len(data) < 2:
+            break
+    return bytes(data)
 
 
 @FUZZ
 @given(st.binary(max_size=512))
 def test_random_bytes(data: bytes) -> None:
+    _decode(data)
     _decode(b"\x83" + data)
 
 
@@ -65,15 +141,9 @@ def test_tag_soup(codes: list[int]) -> None:
 
 
 @FUZZ
-@given(
-    flips=st.lists(st.tuples(st.integers(0, len(_DOCS) - 1), st.integers(0, 255)), max_size=6),
-    cut=st.integers(1, len(_DOCS)),
-)
-def test_mutated_docs_chunk(flips: list[tuple[int, int]], cut: int) -> None:
-    data = bytearray(_DOCS)
-    for pos, value in flips:
-        data[pos] = value
-    _decode(bytes(data[:cut]))
+@given(st.sampled_from(SEEDS).flatmap(mutated))
+def test_mutated_docs_terms(data: bytes) -> None:
+    _decode(data)
 
 
 @FUZZ

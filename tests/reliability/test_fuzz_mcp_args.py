@@ -35,8 +35,10 @@ from hexlocal_core.service import Hexlocal, build
 from hexlocal_mcp.server import create_server
 from hexlocal_mcp.tools import TOOLS
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
-from tests.helpers import HashingEmbedder
-from tests.reliability.test_bad_input import BASE
+from tests.support.helpers import HashingEmbedder
+from tests.support.tool_calls import VALID_ARGS
+
+pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
 
@@ -96,7 +98,7 @@ def arguments(tool: str) -> st.SearchStrategy[dict[str, Any]]:
 
     @st.composite
     def build_args(draw: st.DrawFn) -> dict[str, Any]:
-        args = dict(BASE[tool])
+        args = dict(VALID_ARGS[tool])
         for name in parameters(tool):
             choice = draw(st.sampled_from(("keep", "hostile", "hostile", "drop")))
             if choice == "hostile":
@@ -158,7 +160,7 @@ class Harness:
 
         self.client = Client(create_server(factory))
         await self.client.__aenter__()
-        ready = await self.client.call_tool("search_docs", BASE["search_docs"])
+        ready = await self.client.call_tool("search_docs", VALID_ARGS["search_docs"])
         assert not ready.is_error
 
     async def stop(self) -> None:

@@ -36,6 +36,8 @@ from hexlocal_core.ingest.navigation import is_navigation_only
 from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import DocItem
 
+pytestmark = pytest.mark.integration
+
 MB = 1024 * 1024
 MAX_DOCS_BYTES = 200 * MB  # the default HEXLOCAL_MAX_DOCS_BYTES
 

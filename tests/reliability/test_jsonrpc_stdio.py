@@ -21,8 +21,11 @@ from typing import Any, BinaryIO
 
 import pytest
 
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
+from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 READ_TIMEOUT_S = 60.0  # the first call waits for the service to be built
 EXIT_BOUND_S = 5.0  # generous: the design is 1.5 s (EXIT_GRACE_S); it used to be 60 s
@@ -311,20 +314,19 @@ async def test_exits_promptly_when_stdin_closes_during_a_slow_download(
 
 
 async def wait_for_phase(raw: RawServer, package: str, phase: str) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    async def reached() -> bool:
         reply = await raw.call(
             "tools/call", {"name": "ingestion_status", "arguments": {"package": package}}
         )
-        if f'"phase": "{phase}"' in json.dumps(reply.get("result", {}).get("structuredContent")):
-            return
-        await asyncio.sleep(0.2)
-    pytest.fail(f"{package} never reached {phase}")
+        return f'"phase": "{phase}"' in json.dumps(reply.get("result", {}).get("structuredContent"))
+
+    await eventually(reached, what=f"{package} reaching {phase}", timeout=120, every=0.2)
 
 
 async def wait_for_request(fake: FakeHex) -> None:
-    for _ in range(600):
-        if fake.requests_to("/repo/docs/*"):
-            return
-        await asyncio.sleep(0.1)
-    pytest.fail("the server never asked for the docs")
+    await eventually(
+        lambda: fake.requests_to("/repo/docs/*"),
+        what="the server asking for the docs",
+        timeout=60,
+        every=0.1,
+    )

@@ -14,7 +14,6 @@ AI calls are accounted).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,12 @@ from hexlocal_mcp.server import create_server
 from tests.fakes.fake_github import FakeGitHub
 from tests.fakes.fake_hex import FakeHex, client_for
 from tests.fakes.fake_openai import FakeOpenAI
-from tests.helpers import HashingEmbedder
-from tests.reliability.fault_proxy import FAULTS, FaultProxy
-from tests.reliability.support import consistency, db_digest
+from tests.fakes.fault_proxy import FAULTS, FaultProxy
+from tests.support.harness import consistency, db_digest
+from tests.support.helpers import HashingEmbedder
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.integration
 
 BOOKKEEPING = ("ingest_jobs", "usage_events")
 AI_KEY = "sk-faults-0123456789"
@@ -137,7 +139,7 @@ async def make_rig(
             # Every remembered text with any neighbour goes to the chat model.
             "MEMORY_CREATE_BELOW": "0",
             # A search waits for its ingestion, so an embeddings fault is the call's error
-            # (answering by keyword meanwhile is tested in test_ingest_service.py).
+            # (answering by keyword meanwhile is tested in tests/usecases/test_ingest_service.py).
             "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
         }
         settings = Settings.from_env(env)
@@ -317,11 +319,11 @@ async def test_chat_fault(cloud_rig: Rig, fault: str) -> None:
 async def wait_done(rig: Rig, remembered: CallToolResult) -> list[dict[str, Any]]:
     assert remembered.structured_content is not None, text_of(remembered)
     ids = [r["request_id"] for r in remembered.structured_content["requests"]]
-    for _ in range(200):  # 10 s at most
+
+    async def handled() -> list[dict[str, Any]] | None:
         status = await rig.call("remember_status", request_ids=ids)
         assert status.structured_content is not None, text_of(status)
         rows: list[dict[str, Any]] = status.structured_content["requests"]
-        if all(r["status"] != "pending" for r in rows):
-            return rows
-        await asyncio.sleep(0.05)
-    pytest.fail(f"curation did not finish: {rows}")
+        return rows if all(r["status"] != "pending" for r in rows) else None
+
+    return await eventually(handled, what="curation handling the request", every=0.05)

@@ -12,7 +12,6 @@ record at DEBUG (caplog, tracebacks included), the MCP_LOG_FILE, every tool resu
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -38,8 +37,11 @@ from hexlocal_mcp.server import create_server
 from tests.fakes.fake_github import FakeGitHub, Fault
 from tests.fakes.fake_hex import FakeHex, client_for
 from tests.fakes.fake_openai import FakeOpenAI, Scripted
-from tests.reliability.fault_proxy import FaultProxy
-from tests.reliability.support import CliHarness
+from tests.fakes.fault_proxy import FaultProxy
+from tests.support.harness import CliHarness
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.integration
 
 AI_KEY = "sk-SECRETai7f3a9c1e5b2d4f6a8c0e"
 GH_TOKEN = "ghp_SECRETgh0123456789abcdefABCDEF"
@@ -233,13 +235,13 @@ async def drain(t: Transcript, remembered: CallToolResult) -> None:
     """Waits until curation has handled the request (bounded), recording its status."""
     assert remembered.structured_content is not None, t.seen[-2]
     ids = [r["request_id"] for r in remembered.structured_content["requests"]]
-    for _ in range(200):
+
+    async def handled() -> bool:
         status = await t.call("remember_status", request_ids=ids)
         assert status.structured_content is not None
-        if all(r["status"] != "pending" for r in status.structured_content["requests"]):
-            return
-        await asyncio.sleep(0.05)
-    pytest.fail("curation did not finish within 10 s")
+        return all(r["status"] != "pending" for r in status.structured_content["requests"])
+
+    await eventually(handled, what="curation handling the request", every=0.05)
 
 
 # -- credentials in the URLs, hostile echoes, server-supplied strings ----------------------

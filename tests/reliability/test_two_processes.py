@@ -21,14 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
 from hexlocal_core.index.db import connect
-from tests.conftest import REPO_ROOT
 from tests.fakes.fake_hex import FakeHex
-from tests.reliability.support import consistency
+from tests.support.harness import consistency
+from tests.support.paths import REPO_ROOT
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 CALLS = 500  # per client
 INDEXED = ("jason", "1.4.4")  # pre-indexed by `hexlocal ingest` before the servers start
@@ -132,16 +136,18 @@ async def one_call(session: ClientSession, drive: Drive, i: int) -> None:
 async def wait_ingested(session: ClientSession, drive: Drive) -> None:
     """Polls (bounded) until the background ingest of INGESTED has finished."""
     package, _ = INGESTED
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while time.monotonic() < deadline:
+
+    async def ended() -> dict[str, Any] | None:
         result = await call(session, drive, "ingestion_status", package=package)
         jobs = (result.structured_content or {}).get("jobs", [])
-        if jobs and jobs[0].get("state") in ("done", "indexed", "failed"):
-            if jobs[0]["state"] == "failed":
-                drive.errors.append(f"ingest failed: {jobs[0]}")
-            return
-        await asyncio.sleep(0.5)
-    drive.errors.append(f"ingest of {package} did not finish in {SETTLE_TIMEOUT_S} s")
+        ok = jobs and jobs[0].get("state") in ("done", "indexed", "failed")
+        return jobs[0] if ok else None
+
+    job = await eventually(
+        ended, what=f"the ingest of {package} ending", timeout=SETTLE_TIMEOUT_S, every=0.5
+    )
+    if job["state"] == "failed":
+        drive.errors.append(f"ingest failed: {job}")
 
 
 async def settle(fake: FakeHex, tmp_path: Path, ids: list[str]) -> list[dict[str, Any]]:
@@ -152,19 +158,21 @@ async def settle(fake: FakeHex, tmp_path: Path, ids: list[str]) -> list[dict[str
         env=server_env(fake, tmp_path, "settle"),
         cwd=str(REPO_ROOT),
     )
-    rows: list[dict[str, Any]] = []
     with (tmp_path / "settle.stderr").open("w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
-                deadline = time.monotonic() + SETTLE_TIMEOUT_S
-                while time.monotonic() < deadline:
+
+                async def settled() -> list[dict[str, Any]] | None:
                     result = await session.call_tool("remember_status", {"request_ids": ids})
-                    rows = (result.structured_content or {}).get("requests", [])
-                    if rows and all(r["status"] != "pending" for r in rows):
-                        break
-                    await asyncio.sleep(0.5)
-    return rows
+                    rows: list[dict[str, Any]] = (result.structured_content or {}).get(
+                        "requests", []
+                    )
+                    return rows if rows and all(r["status"] != "pending" for r in rows) else None
+
+                return await eventually(
+                    settled, what="curation settling", timeout=SETTLE_TIMEOUT_S, every=0.5
+                )
 
 
 async def preindex(fake: FakeHex, tmp_path: Path) -> None:
