@@ -1,0 +1,199 @@
+"""Erlang/OTP applications as packages, through the service: real OTP installs from the
+shared corpus (27: docs in the beams; 25: `.chunk` files), the release's real doc tarball
+served by a loopback stand-in for erlang/otp's GitHub releases, real SQLite and parsers."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from hexlocal_core.config import Settings
+from hexlocal_core.errors import NotFound
+from hexlocal_core.service import Hexlocal, build
+from tests.fakes.fake_otp import FakeOtpReleases
+from tests.support.helpers import HashingEmbedder
+from tests.support.otp_corpus import OTP25, OTP27, OTP29, install
+
+CLOSED = "http://127.0.0.1:9"  # nothing listens: hex.pm is never needed here
+
+
+def settings(tmp_path: Path, otp_root: Path | None, mirror: str = CLOSED, **env: str) -> Settings:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    values = {
+        "PROJECT_ROOT": str(project),
+        "DATABASE_PATH": str(tmp_path / "hexlocal.db"),
+        "HEX_API_URL": CLOSED,
+        "HEX_MIRROR": CLOSED,
+        "OTP_DOCS_MIRROR": mirror,
+        "HEXLOCAL_HTTP_TIMEOUT_S": "5",
+        "HEXLOCAL_ANSWER_WHILE_EMBEDDING": "false",
+        **env,
+    }
+    if otp_root is not None:
+        values["HEXLOCAL_OTP_ROOT"] = str(otp_root)
+    return Settings.from_env(values)
+
+
+def service(s: Settings) -> Hexlocal:
+    return build(s, embedder=HashingEmbedder(), reranker=None, load_models=False)
+
+
+@pytest.fixture(scope="module")
+def otp27(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install(tmp_path_factory, OTP27)
+
+
+@pytest.fixture(scope="module")
+def otp25(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install(tmp_path_factory, OTP25)
+
+
+@pytest.fixture
+async def svc27(tmp_path: Path, otp27: Path) -> AsyncIterator[Hexlocal]:
+    s = service(settings(tmp_path, otp27))
+    yield s
+    await s.aclose()
+
+
+@pytest.mark.parametrize(
+    ("identifier", "package", "version", "ref"),
+    [
+        (":ets.new/2", "stdlib", "6.2.2.1", "ets.html#new/2"),
+        ("ets:lookup/2", "stdlib", "6.2.2.1", "ets.html#lookup/2"),
+        (":gen_tcp.connect/4", "kernel", "10.2.7.1", "gen_tcp.html#connect/4"),
+        ("logger:add_handler/3", "kernel", "10.2.7.1", "logger.html#add_handler/3"),
+        ("erlang:monotonic_time/1", "erts", "15.2.7", "erlang.html#monotonic_time/1"),
+        ("c:gen_server:handle_call/3", "stdlib", "6.2.2.1", "gen_server.html#c:handle_call/3"),
+        ("t:ets:tid/0", "stdlib", "6.2.2.1", "ets.html#t:tid/0"),
+        (":ets", "stdlib", "6.2.2.1", "ets.html"),
+    ],
+)
+async def test_an_erlang_identifier_finds_its_app_without_a_package(
+    svc27: Hexlocal, identifier: str, package: str, version: str, ref: str
+) -> None:
+    result = await svc27.get_docs(None, identifier)
+    assert (result.package, result.version) == (package, version)
+    assert result.hits and result.hits[0].ref == ref
+    major_url = f"https://www.erlang.org/docs/27/apps/{package}/{ref}"
+    assert result.hits[0].hexdocs_url == major_url
+    assert any(n.code == "package_located" for n in result.notices)
+
+
+async def test_an_entry_with_no_text_of_its_own_says_what_it_is_equivalent_to(
+    svc27: Hexlocal,
+) -> None:
+    result = await svc27.get_docs("erlang", "erlang:send_after/3")
+    assert result.package == "erts"
+    assert "Equivalent to" in result.hits[0].content and "send_after" in result.hits[0].content
+
+
+async def test_the_apps_are_packages_at_their_version_in_the_release(svc27: Hexlocal) -> None:
+    result = await svc27.get_docs("stdlib", "lists.map/2")
+    assert (result.package, result.version) == ("stdlib", "6.2.2.1")
+    assert result.hits[0].source == "beam"  # the install's beams: no download
+    search = await svc27.search_docs("erlang", "a fast shared counter many processes bump")
+    assert search.hits and {h.package for h in search.hits} <= {"erts", "kernel", "stdlib"}
+
+
+async def test_logger_the_package_stays_elixir_s(svc27: Hexlocal) -> None:
+    with pytest.raises(NotFound, match="no package found"):
+        await svc27.get_docs("erlang", "Logger.info/2")  # no OTP app holds Elixir's Logger
+
+
+async def test_otp_25_reads_the_chunk_files(tmp_path: Path, otp25: Path) -> None:
+    s = service(settings(tmp_path, otp25))
+    try:
+        result = await s.get_docs(None, ":ets.new/2")
+        assert (result.package, result.version) == ("stdlib", "4.2")
+        hit = result.hits[0]
+        assert hit.ref == "ets.html#new/2" and "table" in hit.content
+        assert hit.hexdocs_url.startswith("https://www.erlang.org/docs/25/man/ets.html")
+    finally:
+        await s.aclose()
+
+
+async def test_otp_25_without_its_docs_names_the_command_that_installs_them(
+    tmp_path: Path, otp25: Path
+) -> None:
+    bare = tmp_path / "otp-bare"
+    shutil.copytree(otp25, bare, ignore=shutil.ignore_patterns("doc"))
+    s = service(settings(tmp_path, bare))
+    try:
+        with pytest.raises(NotFound, match="erlang-doc") as caught:
+            await s.get_docs("stdlib", ":ets.new/2")
+        assert "KERL_BUILD_DOCS=yes" in str(caught.value)
+    finally:
+        await s.aclose()
+
+
+async def test_a_pinned_release_that_is_not_installed_reads_its_doc_tarball(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    otp29 = install(tmp_path_factory, OTP29)
+    async with FakeOtpReleases() as releases:
+        s = service(settings(tmp_path, otp29, mirror=releases.mirror_url))
+        try:
+            (tmp_path / "project" / ".tool-versions").write_text("erlang 27.3.4.1\n")
+            result = await s.get_docs(None, ":ets.new/2")
+            assert (result.package, result.version) == ("stdlib", "6.2.2.1")
+            codes = [n.code for n in result.notices]
+            assert "otp_pin_not_installed" in codes and "docs_from_otp_tarball" in codes
+            assert result.hits[0].hexdocs_url.endswith("/docs/27/apps/stdlib/ets.html#new/2")
+            again = await s.get_docs("kernel", ":gen_tcp.connect/4")
+            assert again.version == "10.2.7.1"
+            downloads = [r for r in releases.requests if "/releases/download/" in r.path]
+            assert len(downloads) == 1  # one download serves every app of the release
+        finally:
+            await s.aclose()
+
+
+async def test_an_explicit_release_other_than_the_installed_one(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    otp29 = install(tmp_path_factory, OTP29)
+    async with FakeOtpReleases() as releases:
+        s = service(settings(tmp_path, otp29, mirror=releases.mirror_url))
+        try:
+            installed = await s.get_docs("stdlib", "lists.map/2")
+            assert installed.version == "8.1.1"
+            older = await s.get_docs("stdlib", "lists.map/2", version="OTP-27.3.4.1")
+            assert older.version == "6.2.2.1" and older.hits
+        finally:
+            await s.aclose()
+
+
+async def test_no_otp_anywhere_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no erl: the machine's own OTP stays out
+    monkeypatch.setenv("HOME", str(tmp_path))
+    s = service(settings(tmp_path, None))
+    try:
+        with pytest.raises(NotFound, match="no Erlang/OTP found"):
+            await s.get_docs("stdlib", "lists.map/2")
+    finally:
+        await s.aclose()
+
+
+async def test_sync_indexes_the_project_s_otp_apps_and_project_search_covers_them(
+    tmp_path: Path, otp27: Path
+) -> None:
+    s = service(settings(tmp_path, otp27, HEXLOCAL_SYNC_OTP="true", HEXLOCAL_SYNC_ELIXIR="false"))
+    try:
+        (tmp_path / "project" / "mix.exs").write_text(
+            "defmodule A.MixProject do\n  def application, do: [extra_applications: [:logger]]"
+            "\nend\n"
+        )
+        report = await s.sync(wait=True)
+        states = {p.name: p for p in report.packages}
+        assert {"erts", "kernel", "stdlib"} <= set(states), states
+        assert states["stdlib"].indexed_version == "6.2.2.1"
+        assert "logger" not in states  # Elixir's logger app is not an OTP application
+        result = await s.search_project_deps(":ets.new/2", mode="fts")
+        assert result.hits and result.hits[0].package == "stdlib"
+    finally:
+        await s.aclose()
