@@ -18,7 +18,7 @@ DOC = REPO_ROOT / "docs" / "architecture.md"
 CODE_ROOTS = ("hexlocal_core", "hexlocal_mcp", "hexlocal_cli", "tests", "scripts", "benchmarks")
 # A path: segments ending in `/`, a module (`.py`) or a module and a name (`a/b.name`).
 _PATH = re.compile(
-    r"(?<![\w./-])(?P<path>(?:[A-Za-z_][\w-]*/)+(?:[A-Za-z_]\w*(?:\.py|\.md)?)?|[A-Za-z_]\w*\.py)"
+    r"(?<![\w./-])(?P<path>(?:[A-Za-z_][\w-]*/)+(?:[A-Za-z_][\w-]*\.md|[A-Za-z_]\w*(?:\.py)?)?|[A-Za-z_]\w*\.py)"
     r"(?:\.(?P<name>[A-Za-z_]\w*))?"
 )
 # `module.name` in backticks, the module in lower case: `service.Hexlocal`, `pg.db.Executor`.
@@ -39,7 +39,9 @@ def tree() -> tuple[frozenset[str], frozenset[str]]:
             relative = path.relative_to(REPO_ROOT).as_posix()
             (folders if path.is_dir() else files).add(relative)
         folders.add(root)
-    files |= {p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "docs").rglob("*.md")}
+    docs = REPO_ROOT / "docs"
+    files |= {p.relative_to(REPO_ROOT).as_posix() for p in docs.rglob("*.md")}
+    folders |= {p.relative_to(REPO_ROOT).as_posix() for p in docs.rglob("*") if p.is_dir()}
     return frozenset(files), frozenset(folders)
 
 
