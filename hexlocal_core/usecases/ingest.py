@@ -34,6 +34,17 @@ from hexlocal_core.model import (
 from hexlocal_core.ports import Embedder, HexRegistry
 from hexlocal_core.search import notices
 from hexlocal_core.usecases.diagnostics import model_missing
+from hexlocal_core.usecases.prepare_plan import (
+    AnswerFromChunks,
+    Facts,
+    LastJob,
+    Ready,
+    ReportJob,
+    Work,
+    cancel_running,
+    decide,
+    switch_to,
+)
 from hexlocal_core.versions import resolve_version, validate_package_name
 
 log = logging.getLogger("hexlocal.ingest")
@@ -165,63 +176,42 @@ class Indexing:
         notices = list(self._startup_notices) + list(resolved.notices)
         timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
         await self._after_chunks_only(resolved.name, resolved.version, timeout)
-        indexed = self._store.package(resolved.name)
-        running = self._jobs.running(resolved.name)
         searchable = searchable and self._answer_while_embedding
-        # Unpinned (no version asked, none locked): what is indexed or being indexed is
-        # answered from, rather than hex.pm's latest.
-        current = running.version if running else indexed.version if indexed else None
-        if (
-            current not in (None, resolved.version)
-            and not refresh
-            and not _pinned(version, resolved)
-        ):
-            notices.append(_not_latest_notice(resolved.name, str(current), resolved))
-            resolved = evolve(resolved, version=str(current), source=VersionSource.INDEXED)
-        if running is None and indexed is not None and not refresh:
-            if indexed.version == resolved.version and indexed.complete:
-                self._jobs.collect(resolved.name)
-                return Prepared(resolved, indexed.version, tuple(notices))
-            # Not complete: its embedding was cut short (cancelled, failed, killed) or runs in
-            # another process. A job finishes it; the cache keeps what was embedded.
-        if running is not None and running.version != resolved.version:
+        facts = self._facts(resolved, version, refresh=refresh, searchable=searchable)
+        current = switch_to(facts)
+        if current is not None:
+            notices.append(_not_latest_notice(resolved.name, current, resolved))
+            resolved = evolve(resolved, version=current, source=VersionSource.INDEXED)
+            facts = evolve(facts, wanted=current)
+        if cancel_running(facts):
             # Jobs outlive their calls (the vectors come after the chunks): one still
             # embedding a version the project no longer asks for gives way.
             await self._jobs.cancel(
                 resolved.name,
-                f"{resolved.name} {resolved.version} is wanted now, not {running.version}",
+                f"{resolved.name} {resolved.version} is wanted now, not {facts.running}",
             )
-            running = self._jobs.running(resolved.name)
-        if running is not None and not running.embeds:
+            facts = self._facts(resolved, version, refresh=refresh, searchable=searchable)
+        decision = decide(facts)
+        indexed = self._store.package(resolved.name)
+        if isinstance(decision, Ready):
+            self._jobs.collect(resolved.name)
+            return Prepared(resolved, resolved.version, tuple(notices))
+        running = self._jobs.running(resolved.name)
+        if isinstance(decision, ReportJob) and running is not None:
             # A sync's chunks-only job outran the budget: this call reports its progress.
             return Prepared(resolved, resolved.version, tuple(notices), waiting=running.status())
         if running is None and not guarded:
             self.guard()
-        before = self._jobs.get(resolved.name)  # a finished job not collected: why it ended
-        stopped = before.status().error if before is not None and before.done else None
-        if (
-            searchable
-            and not refresh
-            and running is None
-            and before is not None
-            and stopped is not None
-            and before.version == resolved.version
-            and indexed is not None
-            and indexed.version == resolved.version
-            and _recent(before)
-        ):
-            # Its chunks answer; a job that failed moments ago (an embeddings API down, say)
-            # is not started again on every call, each one a download of the docs.
-            return Prepared(
-                resolved,
-                indexed.version,
-                (*notices, _embedding_notice(before, stopped, self._model_missing(before))),
-            )
+        before = self._jobs.get(resolved.name)
+        if isinstance(decision, AnswerFromChunks) and before is not None:
+            # A job that failed moments ago (an embeddings API down, say) is not started
+            # again on every call, each one a download of the docs: its chunks answer.
+            notice = _embedding_notice(before, decision.stopped, self._model_missing(before))
+            return Prepared(resolved, resolved.version, (*notices, notice))
+        stopped = facts.last.stopped if facts.last is not None else None
         job = running or self._start_job(resolved.name, resolved.version, resolved, refresh=refresh)
-        if searchable and indexed is not None and indexed.version == job.version and not refresh:
-            # Its chunks are there (a refresh of a complete package, or one being embedded):
-            # answer now; only a partial one owes the notice.
-            if not indexed.complete:
+        if isinstance(decision, Work) and decision.answer_now:
+            if decision.owe_notice:
                 notices.append(_embedding_notice(job, stopped, self._model_missing(job)))
             return Prepared(resolved, job.version, tuple(notices))
         with job.listening(progress):
@@ -238,6 +228,28 @@ class Indexing:
         if indexed is not None and indexed.version != report.version:
             notices.append(self._replaced_notice(indexed, resolved))
         return Prepared(resolved, report.version, tuple(notices), report=report)
+
+    def _facts(
+        self, resolved: ResolvedVersion, asked: str | None, *, refresh: bool, searchable: bool
+    ) -> Facts:
+        """What `decide` needs: the index, this process's job, how the last one ended."""
+        indexed = self._store.package(resolved.name)
+        running = self._jobs.running(resolved.name)
+        before = self._jobs.get(resolved.name)
+        last = None
+        if before is not None and before.done:
+            last = LastJob(before.version, before.status().error, _recent(before))
+        return Facts(
+            wanted=resolved.version,
+            pinned=_pinned(asked, resolved),
+            refresh=refresh,
+            searchable=searchable,
+            indexed=indexed.version if indexed is not None else None,
+            indexed_complete=indexed is not None and indexed.complete,
+            running=running.version if running is not None else None,
+            running_embeds=running is not None and running.embeds,
+            last=last,
+        )
 
     async def write_chunks(
         self, package: str, version: str | None, *, progress: ProgressFn | None = None
