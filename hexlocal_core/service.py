@@ -135,7 +135,9 @@ class Hexlocal:
             project_root=settings.project_root,
             max_docs_bytes=settings.max_docs_bytes,
         )
-        self._upgrade = UpgradeImpact(registry, settings.project_root, settings.max_docs_bytes)
+        self._upgrade = UpgradeImpact(
+            registry, settings.project_root, settings.max_docs_bytes, otp=otp
+        )
         self._memory = MemoryService(MemoryPorts(settings, store, embedder, chat))
         self._syncer = Syncer(
             store,

@@ -27,6 +27,7 @@ from typing import Any
 from attrs import frozen
 
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
+from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app
 from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.ports import HexRegistry, ReleaseRequirements
@@ -64,6 +65,7 @@ REPORT_CACHE = 16
 class PackageKind(StrEnum):
     HEX = "hex"
     ELIXIR = "elixir"  # an app that ships with Elixir: elixir, eex, ex_unit, iex, logger, mix
+    OTP = "otp"  # an Erlang/OTP application: its version is the project's OTP release's
 
 
 @frozen
@@ -79,11 +81,21 @@ KIND_RULES = {
     PackageKind.ELIXIR: KindRules(
         False, False, False, (VersionSource.TOOL_VERSIONS, VersionSource.ELIXIR_ON_PATH)
     ),
+    PackageKind.OTP: KindRules(False, False, False, (VersionSource.OTP,)),
+}
+# What a kind without a default target asks for.
+TARGET_EXAMPLE = {
+    PackageKind.ELIXIR: "ships with Elixir, so hex.pm lists no latest release of it; pass the "
+    "version to move to, like 1.18.4",
+    PackageKind.OTP: "is an OTP application: pass the OTP release to move to, like OTP-28.0 "
+    "(its docs come from that release's doc tarball when it is not installed)",
 }
 
 
 def package_kind(name: str) -> PackageKind:
-    return PackageKind.ELIXIR if name in ELIXIR_APPS else PackageKind.HEX
+    if name in ELIXIR_APPS:
+        return PackageKind.ELIXIR
+    return PackageKind.OTP if is_otp_app(name) else PackageKind.HEX
 
 
 @frozen
@@ -144,8 +156,16 @@ def read_version_docs(items: list[DocItem]) -> VersionDocs:
 
 
 class UpgradeImpact:
-    def __init__(self, registry: HexRegistry, project_root: Path, max_docs_bytes: int) -> None:
+    def __init__(
+        self,
+        registry: HexRegistry,
+        project_root: Path,
+        max_docs_bytes: int,
+        *,
+        otp: OtpSource | None = None,
+    ) -> None:
         self._registry = registry
+        self._otp = otp
         # hex.pm's release data, when the registry serves it (a mirror or a fake may not)
         self._releases = registry if isinstance(registry, ReleaseRequirements) else None
         self._project_root = project_root
@@ -165,8 +185,8 @@ class UpgradeImpact:
         new = await self._to(name, rules, _given(to_version))
         notices += (*old.notices, *new.notices)
         locked = {k: e.version for k, e in lock.items() if e.kind == "hex" and e.version}
-        before = await self._version_docs(name, old.version)
-        after = await self._version_docs(name, new.version)
+        before = await self._version_docs(old)
+        after = await self._version_docs(new)
         usage = await in_worker(
             lambda: project_uses(mix_root, set(lock), before.entries, after.entries, self._beams)
         )
@@ -264,29 +284,36 @@ class UpgradeImpact:
 
     async def _to(self, name: str, rules: KindRules, wanted: str | None) -> ResolvedVersion:
         if wanted is None and not rules.latest_on_hex:
-            raise UserInputError(
-                f"{name} ships with Elixir, so hex.pm lists no latest release of it; pass the "
-                "version to move to, like 1.18.4"
-            )
+            raise UserInputError(f"{name} {TARGET_EXAMPLE[package_kind(name)]}")
         return await self._resolve(name, wanted or LATEST)
 
     async def _resolve(self, name: str, wanted: str | None) -> ResolvedVersion:
+        if self._otp is not None and is_otp_app(name):
+            return await self._otp.resolve(name, wanted)
         return await resolve_version(
             name, wanted, project_root=self._project_root, registry=self._registry
         )
 
-    async def _version_docs(self, name: str, version: str) -> VersionDocs:
+    async def _version_docs(self, resolved: ResolvedVersion) -> VersionDocs:
+        name, version = resolved.name, resolved.version
         key = (name, version)
         cached = self._docs.get(key)
         if cached is not None:
             self._docs.move_to_end(key)
             return cached
+        if resolved.source is VersionSource.OTP and self._otp is not None:
+            request = await self._otp.read(resolved)  # the install's beams, or the tarball
+            docs = await in_worker(lambda: read_version_docs(list(request.items)))
+            return self._kept(key, docs)
         try:
             data = await self._registry.fetch_docs(name, version)
         except VersionNotFound as exc:
             raise await explain_missing_docs(self._registry, name, version, exc) from None
         max_bytes = self._max_bytes
         docs = await in_worker(lambda: _parse(data, name, version, max_bytes))
+        return self._kept(key, docs)
+
+    def _kept(self, key: tuple[str, str], docs: VersionDocs) -> VersionDocs:
         self._docs[key] = docs
         while len(self._docs) > DOCS_CACHE:
             self._docs.popitem(last=False)

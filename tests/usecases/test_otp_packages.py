@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from hexlocal_core.config import Settings
-from hexlocal_core.errors import NotFound
+from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_otp import FakeOtpReleases
+from tests.support.elixir import compile_app
 from tests.support.helpers import HashingEmbedder
 from tests.support.otp_corpus import OTP25, OTP27, OTP29, install
 
@@ -197,3 +198,34 @@ async def test_sync_indexes_the_project_s_otp_apps_and_project_search_covers_the
         assert result.hits and result.hits[0].package == "stdlib"
     finally:
         await s.aclose()
+
+
+CACHE_EX = """defmodule Up.Cache do
+  def start, do: :ets.new(:up_cache, [:named_table, :public])
+  def find(list, key), do: :lists.keyfind(key, 1, list)
+  def later(pid), do: :erlang.send_after(1000, pid, :tick)
+end
+"""
+
+
+@pytest.mark.elixir
+async def test_upgrade_impact_of_an_otp_application_reads_both_releases(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    otp29 = install(tmp_path_factory, OTP29)
+    async with FakeOtpReleases() as releases:
+        s = service(settings(tmp_path, otp29, mirror=releases.mirror_url))
+        try:
+            root = tmp_path / "project"
+            (root / "mix.exs").write_text("defmodule Up.MixProject do\nend\n")
+            compile_app(root, "up", {"lib/cache.ex": CACHE_EX})
+            with pytest.raises(UserInputError, match="OTP release to move to"):
+                await s.upgrade_impact("stdlib")
+            report = (await s.upgrade_impact("stdlib", "OTP-27.3.4.1")).to_dict()
+            assert (report["from"], report["to"]) == ("8.1.1", "6.2.2.1")
+            sites = {a["identifier"]: a["call_sites"] for a in report["affected"]}
+            assert set(sites) <= {"ets.new/2", "lists.keyfind/3"}  # only what the code calls
+            assert sites and all(c["file"] == "lib/cache.ex" for v in sites.values() for c in v)
+            assert "erlang.send_after/3" not in sites  # erts is another package
+        finally:
+            await s.aclose()
