@@ -50,8 +50,9 @@ Package = Annotated[
         description=(
             "The Hex package name exactly as in mix.exs / mix.lock, e.g. 'ecto', "
             "'phoenix_live_view', 'jason'; Elixir's own apps are 'elixir', 'ex_unit', "
-            "'logger', 'mix', 'eex', 'iex'. Required: one package per call; for a question "
-            "spanning packages, make one call per package."
+            "'logger', 'mix', 'eex', 'iex'; OTP applications 'stdlib', 'kernel', 'erts', ... "
+            "Required: one package per call; for a question spanning packages, make one "
+            "call per package."
         )
     ),
 ]
@@ -115,9 +116,11 @@ SearchPackage = Annotated[
         description=(
             "The Hex package name exactly as in mix.exs / mix.lock, e.g. 'ecto', "
             "'phoenix_live_view', 'jason'; Elixir's own apps are 'elixir', 'ex_unit', "
-            "'logger', 'mix', 'eex', 'iex'. Leave it out (and `packages` too) to search every "
-            "package the project's mix.lock pins plus Elixir's apps, when you do not know "
-            "which dependency holds the answer."
+            "'logger', 'mix', 'eex', 'iex'; Erlang/OTP applications are 'stdlib', 'kernel', "
+            "'erts', 'crypto', 'ssl', ... and 'erlang' searches all the OTP apps the project "
+            "uses; the project's own app by its name. Leave it out (and `packages` too) to "
+            "search every package the project runs (its deps, Elixir, OTP, its own modules), "
+            "when you do not know which one holds the answer."
         )
     ),
 ]
