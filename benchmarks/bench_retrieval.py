@@ -73,6 +73,7 @@ SETS = {
     "heldout_fifth": REPO / "examples" / "eval" / "heldout_fifth.jsonl",
     "heldout_sixth": REPO / "examples" / "eval" / "heldout_sixth.jsonl",
     "heldout_seventh": REPO / "examples" / "eval" / "heldout_seventh.jsonl",
+    "heldout_eighth": REPO / "examples" / "eval" / "heldout_eighth.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"
