@@ -30,6 +30,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
+from hexlocal_core.search.anchor_arm import AnchorArm, AnchorRanking
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.exact import (
     Identifier,
@@ -116,11 +117,13 @@ class SearchEngine:
         reranker: Reranker | None,
         *,
         tuning: SearchTuning | None = None,
+        anchors: AnchorArm | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
         self.tuning = tuning or SearchTuning()
+        self.anchors = anchors
         self._warned: set[str] = set()
         self._told_rerank_absent = False
 
@@ -204,10 +207,16 @@ class SearchEngine:
             out_notices.append(notice)
         t = time.perf_counter()
         depth = self.tuning.fused_depth(mode)
+        anchored = AnchorRanking()
+        if self.anchors is not None and self.tuning.anchors_for(mode, plan.shape):
+            anchored = await asyncio.to_thread(self._anchored, package, plan, vector_used)
+            t = clock.lap("anchors", t)
 
         # Store reads run in worker threads: on PostgreSQL each is a round trip, and the
         # event loop serves every other request meanwhile.
-        fused = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape, depth)
+        fused = await asyncio.to_thread(
+            self._fuse, fts_ids, vec_ids, plan.shape, depth, anchored
+        )
         t = clock.lap("fuse", t)
         if feedback and vector_used is not None and self._feeds_back(mode, plan.shape, fused):
             query_vector_used, first = vector_used, fused
@@ -222,6 +231,7 @@ class SearchEngine:
                     plan.shape,
                     examples_only,
                     depth,
+                    anchored,
                 )
 
             fused, vec_ids = await asyncio.to_thread(fed_back)
@@ -290,21 +300,33 @@ class SearchEngine:
 
         return tuple(await asyncio.to_thread(lookup))
 
+    def _anchored(self, package: str, plan: _Plan, vector: Vectors | None) -> AnchorRanking:
+        if self.anchors is None:
+            return AnchorRanking()
+        phrases = tuple(to_phrases(plan.fts_text))
+        return self.anchors.rank(package, phrases, vector, self.tuning.fts_depth)
+
     def _fuse(
         self,
         fts_ids: list[int],
         vec_ids: list[int],
         shape: Shape,
         depth: int,
+        anchored: AnchorRanking | None = None,
     ) -> list[int]:
-        """RRF of the arms, boilerplate demoted, one chunk per item, cut to `depth`."""
+        """RRF of the arms (and the anchor arm's rankings), boilerplate demoted, one chunk
+        per item, cut to `depth`."""
         t = self.tuning
-        located = self.store.session().chunks.locate([*fts_ids, *vec_ids])
+        anchored = anchored or AnchorRanking()
+        extra = [*anchored.keyword, *anchored.vector]
+        located = self.store.session().chunks.locate([*fts_ids, *vec_ids, *extra])
         scale = boilerplate_scale(
             {cid: page for cid, (_, page) in located.items()}, t.boilerplate_weight
         )
         fts_weight, vec_weight = t.arm_weights(shape)
-        fused = rrf([fts_ids, vec_ids], k=t.rrf_k, weights=[fts_weight, vec_weight], scale=scale)
+        rankings = [fts_ids, vec_ids, list(anchored.keyword), list(anchored.vector)]
+        weights = [fts_weight, vec_weight, *t.anchor_weights]
+        fused = rrf(rankings, k=t.rrf_k, weights=weights, scale=scale)
         if t.one_chunk_per_item:
             fused = one_per_key(fused, {cid: ref for cid, (ref, _) in located.items()})
         return fused[:depth]
@@ -329,6 +351,7 @@ class SearchEngine:
         shape: Shape,
         examples_only: bool,
         depth: int,
+        anchored: AnchorRanking,
     ) -> tuple[list[int], list[int]]:
         """The pool and vector ranking again, from the query moved toward the pool's top."""
         t = self.tuning
@@ -345,7 +368,7 @@ class SearchEngine:
             examples_only=examples_only,
         )
         again = [cid for cid, _ in found]
-        return self._fuse(fts_ids, again, shape, depth), again
+        return self._fuse(fts_ids, again, shape, depth, anchored), again
 
     def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""

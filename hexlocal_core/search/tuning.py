@@ -57,6 +57,10 @@ class SearchTuning:
     learned_rank: bool = True
     learned_depth: int = LEARNED_DEPTH
     learned_weight: float = 1.0  # the learned order's weight against the fused order's 1.0
+    # The anchor arm (search/anchor_arm.py), when the engine has one: its (keyword, vector)
+    # rankings' weights in the fusion, and the query shapes it runs for.
+    anchor_weights: tuple[float, float] = (1.0, 1.0)
+    anchor_shapes: tuple[str, ...] = ("prose",)
 
     def fused_depth(self, mode: str) -> int:
         """How deep the fused list is cut: the pool, or the learned ranking's depth."""
@@ -64,6 +68,9 @@ class SearchTuning:
 
     def learns(self, mode: str) -> bool:
         return self.learned_rank and self.learned_depth > 0 and mode in ("rrf", "rerank")
+
+    def anchors_for(self, mode: str, shape: Shape) -> bool:
+        return mode in ("rrf", "rerank") and shape.value in self.anchor_shapes
 
     def arm_weights(self, shape: Shape) -> tuple[float, float]:
         for name, fts, vec in self.shape_weights or ():
