@@ -30,7 +30,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
-from hexlocal_core.search.anchor_arm import AnchorArm, AnchorRanking
+from hexlocal_core.search.anchor_arm import AnchorArm, AnchorEvidence, AnchorRanking
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.exact import (
     Identifier,
@@ -214,9 +214,7 @@ class SearchEngine:
 
         # Store reads run in worker threads: on PostgreSQL each is a round trip, and the
         # event loop serves every other request meanwhile.
-        fused = await asyncio.to_thread(
-            self._fuse, fts_ids, vec_ids, plan.shape, depth, anchored
-        )
+        fused = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape, depth, anchored)
         t = clock.lap("fuse", t)
         if feedback and vector_used is not None and self._feeds_back(mode, plan.shape, fused):
             query_vector_used, first = vector_used, fused
@@ -383,6 +381,11 @@ class SearchEngine:
         stored = self.store.session().chunks.stored_vectors(arms.package, head)
         query = np.asarray(arms.vector, dtype=np.float32).reshape(-1)
         place = {cid: n for n, cid in enumerate(fused, start=1)}
+        read = rows.get(head)
+        said: dict[str, AnchorEvidence] = {}
+        if self.anchors is not None and self.tuning.anchor_features:
+            refs = tuple(dict.fromkeys(row.ref for row in read))
+            said = self.anchors.describe(arms.package, refs, arms.vector)
         return [
             Candidate(
                 row=row,
@@ -391,8 +394,10 @@ class SearchEngine:
                 vec_rank=_rank(arms.vec_ids, row.id),
                 cosine=_cosine(query, stored.get(row.id)),
                 bm25=arms.bm25.get(row.id),
+                anchor_text=said[row.ref].text if row.ref in said else None,
+                anchor_cosine=said[row.ref].cosine if row.ref in said else None,
             )
-            for row in rows.get(head)
+            for row in read
         ]
 
     def _keyword(self, package: str, query: str, examples_only: bool) -> list[tuple[int, float]]:

@@ -110,6 +110,8 @@ class Candidate:
     vec_rank: int | None
     cosine: float | None  # to the query vector (before relevance feedback)
     bm25: float | None  # FTS5's bm25: negative, lower is better
+    anchor_text: str | None = None  # what other docs say where they refer to its item
+    anchor_cosine: float | None = None  # the query's best cosine to one of those sentences
 
 
 def words(text: str) -> frozenset[str]:
@@ -158,6 +160,10 @@ def _features(
         "example": 1.0 if row.has_example else 0.0,
     }
     out[f"dt_{doc_type}"] = 1.0
+    if c.anchor_text is not None:
+        out["has_anc"] = 1.0
+        out["anc_ov"] = len(query_words & words(c.anchor_text)) * share
+        out["anc_cos"] = c.anchor_cosine or 0.0
     return out
 
 

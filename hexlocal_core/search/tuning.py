@@ -58,9 +58,11 @@ class SearchTuning:
     learned_depth: int = LEARNED_DEPTH
     learned_weight: float = 1.0  # the learned order's weight against the fused order's 1.0
     # The anchor arm (search/anchor_arm.py), when the engine has one: its (keyword, vector)
-    # rankings' weights in the fusion, and the query shapes it runs for.
-    anchor_weights: tuple[float, float] = (1.0, 1.0)
+    # rankings' weights in the fusion (0: not fused), the query shapes they run for, and
+    # whether the learned ranking's candidates carry what the anchors say about them.
+    anchor_weights: tuple[float, float] = (0.0, 0.0)
     anchor_shapes: tuple[str, ...] = ("prose",)
+    anchor_features: bool = True
 
     def fused_depth(self, mode: str) -> int:
         """How deep the fused list is cut: the pool, or the learned ranking's depth."""
@@ -70,7 +72,11 @@ class SearchTuning:
         return self.learned_rank and self.learned_depth > 0 and mode in ("rrf", "rerank")
 
     def anchors_for(self, mode: str, shape: Shape) -> bool:
-        return mode in ("rrf", "rerank") and shape.value in self.anchor_shapes
+        return (
+            any(self.anchor_weights)
+            and mode in ("rrf", "rerank")
+            and shape.value in self.anchor_shapes
+        )
 
     def arm_weights(self, shape: Shape) -> tuple[float, float]:
         for name, fts, vec in self.shape_weights or ():
