@@ -69,6 +69,7 @@ class Reference:
     source_ref: str
     target: Target
     text: str
+    mention: str = ""  # the reference as the context shows it (link words or identifier)
 
 
 @frozen
@@ -80,6 +81,7 @@ class Anchor:
     source_package: str
     source_ref: str
     text: str
+    mention: str = ""
 
 
 def references(item: DocItem) -> list[Reference]:
@@ -91,7 +93,8 @@ def references(item: DocItem) -> list[Reference]:
         for span, target in _targets(sentence, item):
             text = _context(sentence, span)
             if text:
-                out.append(Reference(item.ref, target, text))
+                mention = _context(sentence[span[0] : span[1]], (0, span[1] - span[0]))
+                out.append(Reference(item.ref, target, text, mention))
     return out
 
 
@@ -217,7 +220,9 @@ def resolve(
         if found is None or _same_item(found[1], ref.source_ref):
             continue
         package, target = found
-        out.append(Anchor(package, target, source_package, ref.source_ref, ref.text))
+        out.append(
+            Anchor(package, target, source_package, ref.source_ref, ref.text, ref.mention)
+        )
     return out
 
 
