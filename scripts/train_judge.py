@@ -223,6 +223,21 @@ async def mine_all(args: argparse.Namespace, rng: random.Random) -> list[Group]:
     return groups
 
 
+class _PairTokenizer:
+    """Pairs as the reranker tokenises them: the passage truncated first, both when the
+    query alone is too long (`LocalCrossEncoder`'s fallback)."""
+
+    def __init__(self, path: Path) -> None:
+        self.pair = load_tokenizer(path, MAX_LENGTH, pairs=True)
+        self.fallback = load_tokenizer(path, MAX_LENGTH)
+
+    def encode(self, query: str, passage: str) -> Any:
+        try:
+            return self.pair.encode(query, passage)
+        except Exception:  # tokenizers: the query alone exceeds max_length
+            return self.fallback.encode(query, passage)
+
+
 def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     import torch
 
@@ -241,7 +256,7 @@ def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> 
         [{"params": body, "lr": args.lr}, {"params": head, "lr": args.lr * 10}],
         weight_decay=0.01,
     )
-    tokenizer = load_tokenizer(source / "tokenizer.json", MAX_LENGTH, pairs=True)
+    tokenizer = _PairTokenizer(source / "tokenizer.json")
     order = [g for _ in range(args.epochs) for g in rng.sample(groups, len(groups))]
     batches = [order[i : i + args.groups_per_step] for i in range(0, len(order), args.groups_per_step)]
     if args.max_steps:

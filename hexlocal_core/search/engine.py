@@ -464,7 +464,7 @@ class SearchEngine:
         if self.reranker is None:
             return pool, {}, self._rerank_absent()
         rows = await asyncio.to_thread(read.get, pool)
-        passages = [passage(r) for r in rows]
+        passages = [passage(r, self.tuning.rerank_chars) for r in rows]
         try:
             raw = await self.reranker.score(query, passages)
         except ModelUnavailable as exc:
@@ -480,6 +480,8 @@ class SearchEngine:
             return pool, {}, notices.rerank_failed(problem)
         ids = [r.id for r in rows]
         scores = dict(zip(ids, (float(s) for s in raw), strict=True))
+        if self.tuning.rerank_authority == "full":
+            return sorted(ids, key=lambda i: -scores[i]), scores, None
         return rerank_fuse(ids, [scores[i] for i in ids]), scores, None
 
     def _hits(

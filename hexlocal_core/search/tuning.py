@@ -8,6 +8,7 @@ from hexlocal_core.search.arms import BM25_WEIGHTS, DEPTH
 from hexlocal_core.search.fusion import BOILERPLATE_WEIGHT, RRF_K
 from hexlocal_core.search.learned_rank import DEPTH as LEARNED_DEPTH
 from hexlocal_core.search.query_shape import Shape
+from hexlocal_core.search.rerank_input import RERANK_PASSAGE_CHARS
 
 POOL = 10
 MODES = ("fts", "vector", "rrf", "rerank")
@@ -63,6 +64,11 @@ class SearchTuning:
     anchor_weights: tuple[float, float] = (0.0, 0.0)
     anchor_shapes: tuple[str, ...] = ("prose",)
     anchor_features: bool = True
+    # The reranker's input and authority: the characters of each chunk it reads (after the
+    # title line), and whether its order is fused back with retrieval's ("bounded", see
+    # `fusion.rerank_fuse`) or taken as is ("full").
+    rerank_chars: int = RERANK_PASSAGE_CHARS
+    rerank_authority: str = "bounded"
 
     def fused_depth(self, mode: str) -> int:
         """How deep the fused list is cut: the pool, or the learned ranking's depth."""
