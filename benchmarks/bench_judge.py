@@ -83,9 +83,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         engine = SearchEngine(store, embedder, reranker, tuning=tuning)
         mine = held_out(folder)
         for name in args.sets:
-            queries = [
-                q for q in load_queries(SETS[name]) if args.seen or q.package in mine
-            ]
+            queries = [q for q in load_queries(SETS[name]) if args.seen or q.package in mine]
             if not queries:
                 continue
             report = await run_eval(

