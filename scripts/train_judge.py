@@ -287,7 +287,7 @@ def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> 
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if step % 25 == 0 or step == len(batches):
             recent = float(np.mean(losses[-25:]))
             took = time.perf_counter() - started
