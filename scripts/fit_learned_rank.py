@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_retrieval import SETS, _request  # noqa: E402
 
 from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
+from hexlocal_core.adapters.cross_encoder import LocalCrossEncoder, RerankerOptions  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import ingest_targets, load_queries  # noqa: E402
@@ -51,6 +52,7 @@ from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
 from hexlocal_core.evaluation.paired import paired_difference  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.ports import Reranker  # noqa: E402
 from hexlocal_core.search import learned_rank  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine, _ArmsSaw  # noqa: E402
 from hexlocal_core.search.exact import exact_chunk_ids, parse_identifier  # noqa: E402
@@ -86,10 +88,12 @@ BASE: tuple[str, ...] = (
 BASE += ("clen", "example", *(f"dt_{t}" for t in DOC_TYPES))
 # What other docs say about a candidate (anchor text; zero unless `--anchors`).
 ANCHOR = ("has_anc", "anc_ov", "anc_cos")
-BASE += ANCHOR
+# The reranker's scores of the first fused candidates (zero unless `--judges`).
+JUDGE = ("judged", "judge_rel", "judge_rank")
+BASE += (*ANCHOR, *JUDGE)
 # Features whose weight may differ by query shape (the others share one weight).
 BY_SHAPE: tuple[str, ...] = ("rrf", "fts", "vec", "cos", "bm25", "title_ov", "body_ov", "moddoc")
-BY_SHAPE += ("dt_extras", "dt_function", "dt_module", "dt_exception", *ANCHOR)
+BY_SHAPE += ("dt_extras", "dt_function", "dt_module", "dt_exception", *ANCHOR, *JUDGE)
 SHAPES = (Shape.PROSE, Shape.ERROR, Shape.IDENTIFIER)
 NAMES = (*BASE, *(f"{s.value}*{n}" for s in SHAPES for n in BY_SHAPE))
 
@@ -126,14 +130,39 @@ def row_of(shape: Shape, features: dict[str, float]) -> list[float]:
     return [features.get(n, crossed.get(n, 0.0)) for n in NAMES]
 
 
+def fold_judges(folders: Sequence[Path], threads: int = 2) -> dict[str, Reranker]:
+    """Each package's judge: the one trained without it (`benchmarks/bench_judge.py`)."""
+    from bench_judge import held_out, judge_files
+
+    out: dict[str, Reranker] = {}
+    for folder in folders:
+        files = judge_files(folder, fp32=False)
+        judge = LocalCrossEncoder(
+            lambda files=files: files,
+            model_id=f"local:{files.name}",
+            options=RerankerOptions(threads=threads),
+        )
+        out.update({package: judge for package in held_out(folder)})
+    return out
+
+
 async def collect(
-    db: Path, set_names: Sequence[str], *, error_map: bool = False, anchors: bool = False
+    db: Path,
+    set_names: Sequence[str],
+    *,
+    error_map: bool = False,
+    anchors: bool = False,
+    judges: Sequence[Path] = (),
 ) -> list[Seen]:
     store = Store(db)
     embedder = build_local_embedder(Settings.from_env())
     await asyncio.to_thread(embedder.ensure_loaded)
     same_model_or_exit(store, embedder.model_id, db)
-    tuning = evolve(SearchTuning(), learned_rank=True, error_adapter=error_map)
+    tuning = evolve(
+        SearchTuning(), learned_rank=True, error_adapter=error_map, rerank_stage="learned"
+    )
+    by_package = fold_judges(judges)
+    mode = "rerank" if judges else "rrf"
     arm = None
     if anchors:
         from benchmarks.anchor_index import build as build_anchors
@@ -145,8 +174,11 @@ async def collect(
     reads = store.session().chunks
     out: list[Seen] = []
     for name, q, relevant in answerable(store, SETS, set_names):
+        if judges and q.package not in by_package:
+            continue  # no judge was trained without this package
+        engine.reranker = by_package.get(q.package)
         engine.seen = []
-        await engine.search(q.package, q.query, limit=10, mode="rrf", exact=False)
+        await engine.search(q.package, q.query, limit=10, mode=mode, exact=False)
         if not engine.seen:
             continue
         shape, text, pool = engine.seen[0]
@@ -245,15 +277,18 @@ def cv_orders(
     return [orders[i] for i in range(len(seen))]
 
 
-def compare_anchor_features(seen: Sequence[Seen], l2: float, weight: float) -> None:
-    """The refit without anchor features against two refits with them (one weight for
-    every shape; a weight per shape), package-held-out, paired query by query."""
-    anchor_cols = np.array([n.split("*")[-1] in ANCHOR for n in NAMES])
+def compare_features(
+    seen: Sequence[Seen], l2: float, weight: float, group: tuple[str, ...]
+) -> None:
+    """The refit without the `group` features against two refits with them (one weight
+    for every shape; a weight per shape), package-held-out, paired query by query."""
+    cols = np.array([n.split("*")[-1] in group for n in NAMES])
     crossed = np.array(["*" in n for n in NAMES])
+    others = np.array([n.split("*")[-1] in (*ANCHOR, *JUDGE) for n in NAMES]) & ~cols
     variants = {
-        "without anchors": ~anchor_cols,
-        "B1 shared": ~(anchor_cols & crossed),
-        "B2 per shape": np.ones(len(NAMES), dtype=bool),
+        "without": ~cols & ~others,
+        "shared": ~(cols & crossed) & ~others,
+        "per shape": ~others,
     }
     ranks = {
         name: [
@@ -262,7 +297,7 @@ def compare_anchor_features(seen: Sequence[Seen], l2: float, weight: float) -> N
         ]
         for name, keep in variants.items()
     }
-    base = ranks["without anchors"]
+    base = ranks["without"]
     groups = [
         (name, [i for i, s in enumerate(seen) if s.set_name == name])
         for name in dict.fromkeys(s.set_name for s in seen)
@@ -274,12 +309,12 @@ def compare_anchor_features(seen: Sequence[Seen], l2: float, weight: float) -> N
     groups.append(("all", list(range(len(seen)))))
     print(
         f"{'package-held-out':22s} {'n':>4s}  without MRR   "
-        + "   ".join(f"{v} (paired)" for v in variants if v != "without anchors")
+        + "   ".join(f"{v} (paired)" for v in variants if v != "without")
     )
     for name, idx in groups:
         cells = []
         for v in variants:
-            if v == "without anchors":
+            if v == "without":
                 continue
             d = paired_difference([base[i] for i in idx], [ranks[v][i] for i in idx])
             mrr = mrr_at([ranks[v][i] for i in idx])
@@ -290,16 +325,23 @@ def compare_anchor_features(seen: Sequence[Seen], l2: float, weight: float) -> N
         )
 
 
-def judge_anchor_features(
-    seen: Sequence[Seen], judged: Sequence[Seen], l2: float, weight: float
+def judge_features(
+    seen: Sequence[Seen],
+    judged: Sequence[Seen],
+    l2: float,
+    weight: float,
+    group: tuple[str, ...],
+    per_shape: bool = False,
 ) -> None:
-    """Unspent sets read once: the refit without anchor features against the refit with
-    them (one weight for every shape), both fitted on every spent set, paired."""
-    anchor_cols = np.array([n.split("*")[-1] in ANCHOR for n in NAMES])
+    """Unspent sets read once: the refit without the `group` features against the refit
+    with them, both fitted on every spent set, paired."""
+    cols = np.array([n.split("*")[-1] in group for n in NAMES])
     crossed = np.array(["*" in n for n in NAMES])
+    others = np.array([n.split("*")[-1] in (*ANCHOR, *JUDGE) for n in NAMES]) & ~cols
+    keep = ~others if per_shape else ~(cols & crossed) & ~others
     fits = {
-        "without": fit([evolve(s, x=s.x * ~anchor_cols) for s in seen], l2),
-        "with": fit([evolve(s, x=s.x * ~(anchor_cols & crossed)) for s in seen], l2),
+        "without": fit([evolve(s, x=s.x * (~cols & ~others)) for s in seen], l2),
+        "with": fit([evolve(s, x=s.x * keep) for s in seen], l2),
     }
     print(f"{'judged':24s} {'n':>4s}  without r@5 / MRR   with r@5 / MRR   with - without, 95%")
     for name in dict.fromkeys(s.set_name for s in judged):
@@ -374,6 +416,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="candidates carry anchor features; print the refit with them against without",
     )
     parser.add_argument(
+        "--judges",
+        type=lambda v: tuple(Path(p) for p in v.split(",") if p),
+        default=(),
+        help="trained judges (scripts/train_judge.py outputs, package folds): their scores of"
+        " the first fused candidates are features; prints the refit with them against without",
+    )
+    parser.add_argument("--per-shape", action="store_true", help="--judge reads the per-shape fit")
+    parser.add_argument(
         "--error-map",
         action="store_true",
         help="collect the fitted sets with the error-paste map on (leaks: it was fitted on them)",
@@ -381,15 +431,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if set(args.judge) & {*args.sets, *ERROR_SETS}:
         parser.error("a judged set must not be fitted on")
-    seen = asyncio.run(collect(args.db, args.sets, error_map=args.error_map, anchors=args.anchors))
-    seen += asyncio.run(
-        collect(args.errors_db, ERROR_SETS, error_map=args.error_map, anchors=args.anchors)
-    )
-    if args.anchors:
-        compare_anchor_features(seen, args.l2, args.weight)
+    kw = {"error_map": args.error_map, "anchors": args.anchors, "judges": args.judges}
+    seen = asyncio.run(collect(args.db, args.sets, **kw))
+    seen += asyncio.run(collect(args.errors_db, ERROR_SETS, **kw))
+    if args.anchors or args.judges:
+        group = ANCHOR if args.anchors else JUDGE
+        compare_features(seen, args.l2, args.weight, group)
         if args.judge:
-            judged = asyncio.run(collect(args.db, args.judge, error_map=True, anchors=True))
-            judge_anchor_features(seen, judged, args.l2, args.weight)
+            judged = asyncio.run(collect(args.db, args.judge, **(kw | {"error_map": True})))
+            judge_features(seen, judged, args.l2, args.weight, group, args.per_shape)
         return 0
     cross_validate(seen, args.l2, args.weight, args.folds)
     weights = fit(seen, args.l2)

@@ -89,6 +89,7 @@ class _ArmsSaw:
     fts_ids: list[int]
     vec_ids: list[int]
     vector: Vectors
+    judged: dict[int, float] | None = None  # the reranker's scores, as learned features
 
 
 @frozen
@@ -235,15 +236,28 @@ class SearchEngine:
             fused, vec_ids = await asyncio.to_thread(fed_back)
             t = clock.lap("feedback", t)
         pool = fused
+        scores: dict[int, float] = {}
+        judge_first = self.tuning.rerank_stage == "learned" and self.reranker is not None
+        judged_used = False  # the reranker ran (or failed) inside the learned stage
         if self.tuning.learns(mode) and vector_used is not None and len(fused) > 1:
-            arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used)
+            judged = None
+            if mode == "rerank" and judge_first:
+                scores, notice = await self._judge(query, fused[: self.tuning.judge_depth], rows)
+                judged = scores or None
+                judged_used = True
+                if notice:
+                    out_notices.append(notice)
+            arms = _ArmsSaw(
+                package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used, judged
+            )
             pool = await asyncio.to_thread(self._learned, arms, fused, rows)
             t = clock.lap("learned", t)
         pool = pool[: self.tuning.pool]
 
         ranked = pool
-        scores: dict[int, float] = {}
-        if mode == "rerank" and self.reranker is None:
+        if mode == "rerank" and judged_used:
+            pass  # the reranker's scores were weighed by the learned ranking (or it failed)
+        elif mode == "rerank" and self.reranker is None:
             notice = self._rerank_absent()
             if notice:
                 out_notices.append(notice)
@@ -394,6 +408,7 @@ class SearchEngine:
                 vec_rank=_rank(arms.vec_ids, row.id),
                 cosine=_cosine(query, stored.get(row.id)),
                 bm25=arms.bm25.get(row.id),
+                judge=(arms.judged or {}).get(row.id),
                 anchor_text=said[row.ref].text if row.ref in said else None,
                 anchor_cosine=said[row.ref].cosine if row.ref in said else None,
             )
@@ -457,6 +472,15 @@ class SearchEngine:
         )
         clock.lap("vec", t)
         return [cid for cid, _ in found], None, vector
+
+    async def _judge(
+        self, query: str, ids: list[int], read: Rows
+    ) -> tuple[dict[int, float], Notice | None]:
+        """The reranker's scores of these candidates (empty when it cannot give them)."""
+        if len(ids) < 2:
+            return {}, None
+        _, scores, notice = await self._rerank(query, ids, read)
+        return scores, notice
 
     async def _rerank(
         self, query: str, pool: list[int], read: Rows

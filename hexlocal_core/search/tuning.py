@@ -69,6 +69,11 @@ class SearchTuning:
     # `fusion.rerank_fuse`) or taken as is ("full").
     rerank_chars: int = RERANK_PASSAGE_CHARS
     rerank_authority: str = "bounded"
+    # Where the reranker's scores go in rerank mode: "after", it re-orders the pool the
+    # learned ranking made; "learned", its scores of the first `judge_depth` fused
+    # candidates are features of the learned ranking (search/learned_rank.py).
+    rerank_stage: str = "after"
+    judge_depth: int = 10
 
     def fused_depth(self, mode: str) -> int:
         """How deep the fused list is cut: the pool, or the learned ranking's depth."""
