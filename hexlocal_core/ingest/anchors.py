@@ -50,6 +50,7 @@ _PAGE = re.compile(r"^(?P<page>[\w.-]+?)\.(?:md|html)(?:#(?P<anchor>\S+))?$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\[*(\"'])")
 _FLATTEN_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")
 _SPACES = re.compile(r"\s+")
+_KIND_PREFIX = re.compile(r"(?<![\w:])[mct]:(?=[A-Za-z:])")  # ExDoc's `m:Mod`, `c:Mod.cb/1`
 
 
 @frozen
@@ -154,7 +155,7 @@ def _link_target(dest: str, code: bool, item: DocItem) -> Target | None:
     if dest.startswith("#"):
         return Target(_anchored(item.page, dest[1:]), package=item.package)
     page = _PAGE.match(dest)
-    if page and "/" not in dest:
+    if page and "/" not in dest.split("#", 1)[0]:
         return Target(_anchored(f"{page['page']}.html", page["anchor"]))
     return None
 
@@ -196,7 +197,7 @@ def _context(sentence: str, span: tuple[int, int]) -> str:
         lo = sentence.rfind(" ", 0, lo) + 1 if lo else 0
         cut = sentence.find(" ", hi)
         sentence = sentence[lo : cut if cut != -1 else len(sentence)]
-    flat = _FLATTEN_LINK.sub(r"\1", sentence).replace("`", "")
+    flat = _KIND_PREFIX.sub("", _FLATTEN_LINK.sub(r"\1", sentence).replace("`", ""))
     return _SPACES.sub(" ", flat).strip(" *-:")
 
 
