@@ -29,11 +29,11 @@ def item(ref: str, markdown: str, package: str = "demo", module: str | None = No
 @pytest.mark.parametrize(
     ("markdown", "target", "mention"),
     [
-        ("Groups them with [`group_by/3`](`Enum.group_by/3`).", "Enum.html#group_by/3", "group_by/3"),
+        ("Group with [`group_by/3`](`Enum.group_by/3`).", "Enum.html#group_by/3", "group_by/3"),
         ("See `Kernel.SpecialForms.with/1` for chains.", "Kernel.SpecialForms.html#with/1", ""),
         ("Implement `c:GenServer.init/1` first.", "GenServer.html#c:init/1", ""),
         ("Returns `t:Date.t/0` values.", "Date.html#t:t/0", ""),
-        ("Read the [guide](getting-started.md#setup) first.", "getting-started.html#setup", "guide"),
+        ("Read the [guide](getting-started.md#setup).", "getting-started.html#setup", "guide"),
         ("Old docs: [here](Enum.html#map/2) it maps.", "Enum.html#map/2", "here"),
         ("Use [`m:Task`](`m:Task`) for it.", "Task.html", "Task"),
         ("See the [Ecto guide](`e:ecto:getting-started.md`).", "getting-started.html", ""),
@@ -82,7 +82,9 @@ def _known(*pairs: tuple[str, Iterable[str]]) -> dict[str, frozenset[str]]:
 
 def test_resolve_looks_in_the_source_package_then_the_pages_home() -> None:
     refs = references(item("Ecto.Migration.html#f/1", "Like `Ecto.Changeset.cast/4` does."))
-    known = _known(("ecto_sql", ["Ecto.Migration.html#f/1"]), ("ecto", ["Ecto.Changeset.html#cast/4"]))
+    known = _known(
+        ("ecto_sql", ["Ecto.Migration.html#f/1"]), ("ecto", ["Ecto.Changeset.html#cast/4"])
+    )
     home = {"Ecto.Changeset.html": "ecto", "Ecto.Migration.html": "ecto_sql"}
     (anchor,) = resolve(refs, "ecto_sql", known, home)
     assert (anchor.package, anchor.ref, anchor.source_package) == (

@@ -247,9 +247,7 @@ class SearchEngine:
                 judged_used = True
                 if notice:
                     out_notices.append(notice)
-            arms = _ArmsSaw(
-                package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used, judged
-            )
+            arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used, judged)
             pool = await asyncio.to_thread(self._learned, arms, fused, rows)
             t = clock.lap("learned", t)
         pool = pool[: self.tuning.pool]
