@@ -34,11 +34,17 @@ from benchmarks.bench_retrieval import SETS, _names  # noqa: E402
 from benchmarks.common import same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters import model_sources  # noqa: E402
 from hexlocal_core.adapters.cross_encoder import LocalCrossEncoder, RerankerOptions  # noqa: E402
+from hexlocal_core.adapters.late_interaction import (  # noqa: E402
+    JudgeFiles,
+    JudgeOptions,
+    LateInteractionJudge,
+)
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import EvalOptions, load_queries, run_eval  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, percentile, recall_at  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.ports import Reranker  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine  # noqa: E402
 from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
 
@@ -53,6 +59,20 @@ def judge_files(folder: Path, fp32: bool) -> model_sources.ModelFiles:
         "trained",
         str(folder),
     )
+
+
+def load_judge(folder: Path, *, fp32: bool, max_length: int = 128, threads: int = 2) -> Reranker:
+    """The judge a training run wrote: a cross-encoder, or a late-interaction encoder."""
+    files = judge_files(folder, fp32)
+    raw = json.loads((folder / "provenance.json").read_text(encoding="utf-8"))
+    if raw.get("kind") == "late":
+        return LateInteractionJudge(
+            JudgeFiles(files.onnx_path, files.tokenizer_path),
+            model_id=f"local:{files.name}",
+            options=JudgeOptions(passage_length=max_length, threads=threads),
+        )
+    options = RerankerOptions(max_length=max_length, threads=threads)
+    return LocalCrossEncoder(lambda: files, model_id=f"local:{files.name}", options=options)
 
 
 def held_out(folder: Path) -> frozenset[str]:
@@ -71,15 +91,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         rerank_chars=args.chars,
         rerank_authority=args.authority,
     )
-    options = RerankerOptions(max_length=args.max_length, threads=2)
     merged: dict[str, list[dict[str, Any]]] = defaultdict(list)
     latency: list[float] = []
     for folder in args.judge:
-        files = judge_files(folder, args.fp32)
-        reranker = LocalCrossEncoder(
-            lambda files=files: files, model_id=f"local:{files.name}", options=options
-        )
-        await asyncio.to_thread(reranker.ensure_loaded)
+        reranker = load_judge(folder, fp32=args.fp32, max_length=args.max_length)
+        await reranker.warm_up()
         engine = SearchEngine(store, embedder, reranker, tuning=tuning)
         mine = held_out(folder)
         for name in args.sets:

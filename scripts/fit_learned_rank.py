@@ -44,7 +44,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_retrieval import SETS, _request  # noqa: E402
 
 from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
-from hexlocal_core.adapters.cross_encoder import LocalCrossEncoder, RerankerOptions  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import ingest_targets, load_queries  # noqa: E402
@@ -132,16 +131,11 @@ def row_of(shape: Shape, features: dict[str, float]) -> list[float]:
 
 def fold_judges(folders: Sequence[Path], threads: int = 2) -> dict[str, Reranker]:
     """Each package's judge: the one trained without it (`benchmarks/bench_judge.py`)."""
-    from bench_judge import held_out, judge_files
+    from bench_judge import held_out, load_judge
 
     out: dict[str, Reranker] = {}
     for folder in folders:
-        files = judge_files(folder, fp32=False)
-        judge = LocalCrossEncoder(
-            lambda files=files: files,
-            model_id=f"local:{files.name}",
-            options=RerankerOptions(threads=threads),
-        )
+        judge = load_judge(folder, fp32=False, threads=threads)
         out.update({package: judge for package in held_out(folder)})
     return out
 

@@ -162,3 +162,64 @@ class CrossEncoder(nn.Module):
         )
         (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
         shutil.copyfile(tokenizer, out / "tokenizer.json")
+
+
+class LateInteraction(nn.Module):
+    """MaxSim over the encoder's L2-normalised token states (the encoder head's graph)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__()
+        self.config = config
+        self.bert = _Bert(config)
+
+    def states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        additive = (1.0 - mask[:, None, None, :].float()) * -10000.0
+        x = self.bert.embeddings(ids, torch.zeros_like(ids))
+        for layer in self.bert.encoder.layer:
+            x = layer(x, additive)
+        return x
+
+    @staticmethod
+    def maxsim(
+        q: torch.Tensor, q_mask: torch.Tensor, p: torch.Tensor, p_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Scores of one query (T_q x H) against passages (N x T_p x H), masks 1/0."""
+        qn = nn.functional.normalize(q, dim=-1)
+        pn = nn.functional.normalize(p, dim=-1)
+        sims = torch.einsum("qh,nph->nqp", qn, pn)
+        sims = sims.masked_fill(p_mask[:, None, :] == 0, -2.0)
+        best = sims.max(dim=-1).values  # N x T_q
+        keep = q_mask.float()
+        return (best * keep).sum(-1) / keep.sum()
+
+    @classmethod
+    def from_sentence_model(cls, folder: Path, seed: int) -> LateInteraction:
+        from safetensors.torch import load_file
+
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        torch.manual_seed(seed)
+        model = cls(config)
+        weights = {
+            f"bert.{k}": v
+            for k, v in load_file(str(folder / "model.safetensors")).items()
+            if k != "embeddings.position_ids"
+        }
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+        if unexpected or set(missing) - {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}:
+            raise SystemExit(f"unexpected checkpoint layout: {unexpected} {missing}")
+        return model
+
+    def export(self, out: Path, tokenizer: Path) -> None:
+        """A BertModel checkpoint (no pooler): the files `onnx_build`'s encoder head reads."""
+        from safetensors.torch import save_file
+
+        out.mkdir(parents=True, exist_ok=True)
+        state = {
+            k.removeprefix("bert."): v.detach().contiguous()
+            for k, v in self.state_dict().items()
+            if not k.startswith("bert.pooler.")
+        }
+        save_file(state, str(out / "model.safetensors"))
+        config = dict(self.config) | {"architectures": ["BertModel"]}
+        (out / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        shutil.copyfile(tokenizer, out / "tokenizer.json")

