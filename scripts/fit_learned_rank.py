@@ -129,13 +129,15 @@ def row_of(shape: Shape, features: dict[str, float]) -> list[float]:
     return [features.get(n, crossed.get(n, 0.0)) for n in NAMES]
 
 
-def fold_judges(folders: Sequence[Path], threads: int = 2) -> dict[str, Reranker]:
+def fold_judges(
+    folders: Sequence[Path], threads: int = 2, max_length: int = 128
+) -> dict[str, Reranker]:
     """Each package's judge: the one trained without it (`benchmarks/bench_judge.py`)."""
     from bench_judge import held_out, load_judge
 
     out: dict[str, Reranker] = {}
     for folder in folders:
-        judge = load_judge(folder, fp32=False, threads=threads)
+        judge = load_judge(folder, fp32=False, threads=threads, max_length=max_length)
         out.update({package: judge for package in held_out(folder)})
     return out
 
@@ -147,15 +149,22 @@ async def collect(
     error_map: bool = False,
     anchors: bool = False,
     judges: Sequence[Path] = (),
+    judge_setup: tuple[int, int, int] = (10, 128, 360),
 ) -> list[Seen]:
     store = Store(db)
     embedder = build_local_embedder(Settings.from_env())
     await asyncio.to_thread(embedder.ensure_loaded)
     same_model_or_exit(store, embedder.model_id, db)
+    depth, length, chars = judge_setup
     tuning = evolve(
-        SearchTuning(), learned_rank=True, error_adapter=error_map, rerank_stage="learned"
+        SearchTuning(),
+        learned_rank=True,
+        error_adapter=error_map,
+        rerank_stage="learned",
+        judge_depth=depth,
+        rerank_chars=chars,
     )
-    by_package = fold_judges(judges)
+    by_package = fold_judges(judges, max_length=length)
     mode = "rerank" if judges else "rrf"
     arm = None
     if anchors:
@@ -417,6 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         " the first fused candidates are features; prints the refit with them against without",
     )
     parser.add_argument("--per-shape", action="store_true", help="--judge reads the per-shape fit")
+    parser.add_argument("--judge-depth", type=int, default=10, help="candidates the judge scores")
+    parser.add_argument("--judge-length", type=int, default=128, help="word pieces it reads")
+    parser.add_argument("--judge-chars", type=int, default=360, help="chunk characters it reads")
     parser.add_argument(
         "--error-map",
         action="store_true",
@@ -425,7 +437,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if set(args.judge) & {*args.sets, *ERROR_SETS}:
         parser.error("a judged set must not be fitted on")
-    kw = {"error_map": args.error_map, "anchors": args.anchors, "judges": args.judges}
+    kw = {
+        "error_map": args.error_map,
+        "anchors": args.anchors,
+        "judges": args.judges,
+        "judge_setup": (args.judge_depth, args.judge_length, args.judge_chars),
+    }
     seen = asyncio.run(collect(args.db, args.sets, **kw))
     seen += asyncio.run(collect(args.errors_db, ERROR_SETS, **kw))
     if args.anchors or args.judges:
