@@ -4,7 +4,7 @@ The engine hands the reranker (query, passage) pairs: the user's query, and each
 chunk as `search/rerank_input.passage` builds it (title line, then the chunk's first
 RERANK_PASSAGE_CHARS characters). This measures those pairs over every chunk of the shared
 corpus (SectionChunker's defaults) against every query of the eval sets (the shared dev
-set and examples/eval), in the cross-encoder's word pieces: percentiles, and the share a
+set and eval/), in the cross-encoder's word pieces: percentiles, and the share a
 cut at 128 / 256 / 512 would truncate. The tokenizer is the model package's (BERT's
 uncased WordPiece vocabulary, which ms-marco-MiniLM-L6-v2 shares) or `--tokenizer`.
 
@@ -72,7 +72,7 @@ def corpus_passages(hexdocs: Path) -> list[str]:
 
 
 def eval_queries() -> list[str]:
-    files = [SHARED / "eval" / "dev.jsonl", *sorted((REPO / "examples" / "eval").glob("*.jsonl"))]
+    files = [SHARED / "eval" / "dev.jsonl", *sorted((REPO / "eval").glob("*.jsonl"))]
     return [
         json.loads(line)["query"]
         for path in files

@@ -70,6 +70,7 @@ SETS = {
     "heldout_fifth": REPO / "eval" / "heldout_fifth.jsonl",
     "heldout_sixth": REPO / "eval" / "heldout_sixth.jsonl",
     "heldout_seventh": REPO / "eval" / "heldout_seventh.jsonl",
+    "heldout_eighth": REPO / "eval" / "heldout_eighth.jsonl",
 }
 DEFAULT_SETS = ("dev", "examples", "agent", "confirm")  # one version of each package
 DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"
@@ -155,7 +156,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         store.close()
         return {}
     tuning = evolve(SearchTuning(), **dict(args.tune))
-    engine = SearchEngine(store, embedder, None, tuning=tuning)
+    anchors = None
+    if args.anchors:
+        from benchmarks.anchor_index import build as build_anchors
+
+        items = {
+            package: _request(package, version).items
+            for package, version in ingest_targets([q for qs in sets.values() for q in qs])
+            if version is not None
+        }
+        anchors = await build_anchors(items, args.db, embedder, args.db.with_suffix(".anchors.npz"))
+        print(f"anchor arm: {anchors.targets} items described by anchors", file=sys.stderr)
+    engine = SearchEngine(store, embedder, None, tuning=tuning, anchors=anchors)
     reports = {
         name: await run_eval(
             engine, store, queries, options=EvalOptions(modes=args.modes), source=name
@@ -200,6 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", type=_names, default=DEFAULT_SETS)
     parser.add_argument("--json", type=Path, help="write every query's outcome here")
     parser.add_argument("--ingest-only", action="store_true")
+    parser.add_argument(
+        "--anchors",
+        action="store_true",
+        help="fuse an anchor-text arm mined from the indexed tarballs (benchmarks/anchor_index.py)",
+    )
     parser.add_argument(
         "--tune",
         type=_tune,

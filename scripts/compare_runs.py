@@ -6,7 +6,7 @@ another setting). Queries are paired by set and id; a query scored in only one r
 left out and counted. Per set, and pooled over every set (resampled within sets):
 
     python scripts/compare_runs.py --a fp32.json [fp32-errors.json] --b int8.json [...]
-        [--mode rrf] [--seed 0]
+        [--mode rrf] [--mode-b rerank] [--seed 0]
 
 Read the interval, not the difference: a set-level change inside it is one or two
 queries moving a rank (hexlocal_core/evaluation/paired.py).
@@ -78,9 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--a", type=Path, nargs="+", required=True)
     parser.add_argument("--b", type=Path, nargs="+", required=True)
     parser.add_argument("--mode", default="rrf")
+    parser.add_argument("--mode-b", help="B's mode when it differs (a reranked run: rerank)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    a, b = ranks_of(args.a, args.mode), ranks_of(args.b, args.mode)
+    a, b = ranks_of(args.a, args.mode), ranks_of(args.b, args.mode_b or args.mode)
     unpaired = len(a.keys() ^ b.keys())
     if not a.keys() & b.keys():
         parser.error("the two runs share no scored query")

@@ -41,15 +41,17 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_retrieval import SETS  # noqa: E402
+from bench_retrieval import SETS, _request  # noqa: E402
 
 from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
+from hexlocal_core.evaluation import ingest_targets, load_queries  # noqa: E402
 from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
 from hexlocal_core.evaluation.paired import paired_difference  # noqa: E402
 from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.ports import Reranker  # noqa: E402
 from hexlocal_core.search import learned_rank  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine, _ArmsSaw  # noqa: E402
 from hexlocal_core.search.exact import exact_chunk_ids, parse_identifier  # noqa: E402
@@ -83,9 +85,14 @@ BASE: tuple[str, ...] = (
     "moddoc",
 )
 BASE += ("clen", "example", *(f"dt_{t}" for t in DOC_TYPES))
+# What other docs say about a candidate (anchor text; zero unless `--anchors`).
+ANCHOR = ("has_anc", "anc_ov", "anc_cos")
+# The reranker's scores of the first fused candidates (zero unless `--judges`).
+JUDGE = ("judged", "judge_rel", "judge_rank")
+BASE += (*ANCHOR, *JUDGE)
 # Features whose weight may differ by query shape (the others share one weight).
 BY_SHAPE: tuple[str, ...] = ("rrf", "fts", "vec", "cos", "bm25", "title_ov", "body_ov", "moddoc")
-BY_SHAPE += ("dt_extras", "dt_function", "dt_module", "dt_exception")
+BY_SHAPE += ("dt_extras", "dt_function", "dt_module", "dt_exception", *ANCHOR, *JUDGE)
 SHAPES = (Shape.PROSE, Shape.ERROR, Shape.IDENTIFIER)
 NAMES = (*BASE, *(f"{s.value}*{n}" for s in SHAPES for n in BY_SHAPE))
 
@@ -122,18 +129,59 @@ def row_of(shape: Shape, features: dict[str, float]) -> list[float]:
     return [features.get(n, crossed.get(n, 0.0)) for n in NAMES]
 
 
-async def collect(db: Path, set_names: Sequence[str], *, error_map: bool = False) -> list[Seen]:
+def fold_judges(
+    folders: Sequence[Path], threads: int = 2, max_length: int = 128
+) -> dict[str, Reranker]:
+    """Each package's judge: the one trained without it (`benchmarks/bench_judge.py`)."""
+    from bench_judge import held_out, load_judge
+
+    out: dict[str, Reranker] = {}
+    for folder in folders:
+        judge = load_judge(folder, fp32=False, threads=threads, max_length=max_length)
+        out.update({package: judge for package in held_out(folder)})
+    return out
+
+
+async def collect(
+    db: Path,
+    set_names: Sequence[str],
+    *,
+    error_map: bool = False,
+    anchors: bool = False,
+    judges: Sequence[Path] = (),
+    judge_setup: tuple[int, int, int] = (10, 128, 360),
+) -> list[Seen]:
     store = Store(db)
     embedder = build_local_embedder(Settings.from_env())
     await asyncio.to_thread(embedder.ensure_loaded)
     same_model_or_exit(store, embedder.model_id, db)
-    tuning = evolve(SearchTuning(), learned_rank=True, error_adapter=error_map)
-    engine = _Recording(store, embedder, None, tuning=tuning)
+    depth, length, chars = judge_setup
+    tuning = evolve(
+        SearchTuning(),
+        learned_rank=True,
+        error_adapter=error_map,
+        rerank_stage="learned",
+        judge_depth=depth,
+        rerank_chars=chars,
+    )
+    by_package = fold_judges(judges, max_length=length)
+    mode = "rerank" if judges else "rrf"
+    arm = None
+    if anchors:
+        from benchmarks.anchor_index import build as build_anchors
+
+        queries = [q for name in set_names for q in load_queries(SETS[name])]
+        items = {p: _request(p, v).items for p, v in ingest_targets(queries) if v is not None}
+        arm = await build_anchors(items, db, embedder, db.with_suffix(".anchors.npz"))
+    engine = _Recording(store, embedder, None, tuning=tuning, anchors=arm)
     reads = store.session().chunks
     out: list[Seen] = []
     for name, q, relevant in answerable(store, SETS, set_names):
+        if judges and q.package not in by_package:
+            continue  # no judge was trained without this package
+        engine.reranker = by_package.get(q.package)
         engine.seen = []
-        await engine.search(q.package, q.query, limit=10, mode="rrf", exact=False)
+        await engine.search(q.package, q.query, limit=10, mode=mode, exact=False)
         if not engine.seen:
             continue
         shape, text, pool = engine.seen[0]
@@ -217,6 +265,102 @@ def cross_validate(seen: Sequence[Seen], l2: float, weight: float, by: str = "se
             )
 
 
+def cv_orders(
+    seen: Sequence[Seen], l2: float, weight: float, keep: npt.NDArray[np.bool_]
+) -> list[list[int]]:
+    """Each query's order under package-held-out weights fitted on the `keep` columns."""
+    folds = package_folds((s.package for s in seen), PACKAGE_FOLDS)
+    masked = [evolve(s, x=s.x * keep) for s in seen]
+    orders: dict[int, list[int]] = {}
+    for held in sorted(set(folds.values())):
+        w = fit([s for s in masked if folds[s.package] != held], l2)
+        orders.update(
+            {i: bounded(s, w, weight) for i, s in enumerate(masked) if folds[s.package] == held}
+        )
+    return [orders[i] for i in range(len(seen))]
+
+
+def compare_features(
+    seen: Sequence[Seen], l2: float, weight: float, group: tuple[str, ...]
+) -> None:
+    """The refit without the `group` features against two refits with them (one weight
+    for every shape; a weight per shape), package-held-out, paired query by query."""
+    cols = np.array([n.split("*")[-1] in group for n in NAMES])
+    crossed = np.array(["*" in n for n in NAMES])
+    others = np.array([n.split("*")[-1] in (*ANCHOR, *JUDGE) for n in NAMES]) & ~cols
+    variants = {
+        "without": ~cols & ~others,
+        "shared": ~(cols & crossed) & ~others,
+        "per shape": ~others,
+    }
+    ranks = {
+        name: [
+            first_relevant(s, o)
+            for s, o in zip(seen, cv_orders(seen, l2, weight, keep), strict=True)
+        ]
+        for name, keep in variants.items()
+    }
+    base = ranks["without"]
+    groups = [
+        (name, [i for i, s in enumerate(seen) if s.set_name == name])
+        for name in dict.fromkeys(s.set_name for s in seen)
+    ]
+    groups += [
+        (f"kind {k}", [i for i, s in enumerate(seen) if s.kind == k])
+        for k in ("task", "concept", "error", "symbol")
+    ]
+    groups.append(("all", list(range(len(seen)))))
+    print(
+        f"{'package-held-out':22s} {'n':>4s}  without MRR   "
+        + "   ".join(f"{v} (paired)" for v in variants if v != "without")
+    )
+    for name, idx in groups:
+        cells = []
+        for v in variants:
+            if v == "without":
+                continue
+            d = paired_difference([base[i] for i in idx], [ranks[v][i] for i in idx])
+            mrr = mrr_at([ranks[v][i] for i in idx])
+            cells.append(f"{mrr:.3f} {d.delta:+.4f} [{d.low:+.4f}, {d.high:+.4f}]")
+        print(
+            f"{name:22s} {len(idx):4d}  {mrr_at([base[i] for i in idx]):.3f}        "
+            + "   ".join(cells)
+        )
+
+
+def judge_features(
+    seen: Sequence[Seen],
+    judged: Sequence[Seen],
+    l2: float,
+    weight: float,
+    group: tuple[str, ...],
+    per_shape: bool = False,
+) -> None:
+    """Unspent sets read once: the refit without the `group` features against the refit
+    with them, both fitted on every spent set, paired."""
+    cols = np.array([n.split("*")[-1] in group for n in NAMES])
+    crossed = np.array(["*" in n for n in NAMES])
+    others = np.array([n.split("*")[-1] in (*ANCHOR, *JUDGE) for n in NAMES]) & ~cols
+    keep = ~others if per_shape else ~(cols & crossed) & ~others
+    fits = {
+        "without": fit([evolve(s, x=s.x * (~cols & ~others)) for s in seen], l2),
+        "with": fit([evolve(s, x=s.x * keep) for s in seen], l2),
+    }
+    print(f"{'judged':24s} {'n':>4s}  without r@5 / MRR   with r@5 / MRR   with - without, 95%")
+    for name in dict.fromkeys(s.set_name for s in judged):
+        test = [s for s in judged if s.set_name == name]
+        for kind in (*sorted({s.kind for s in test}), "all"):
+            part = [s for s in test if kind in ("all", s.kind)]
+            a = [first_relevant(s, bounded(s, fits["without"], weight)) for s in part]
+            b = [first_relevant(s, bounded(s, fits["with"], weight)) for s in part]
+            d = paired_difference(a, b)
+            print(
+                f"{name + ' ' + kind:24s} {len(part):4d}  {recall_at(a):.3f} / {mrr_at(a):.3f}"
+                f"      {recall_at(b):.3f} / {mrr_at(b):.3f}    {d.delta:+.4f}"
+                f" [{d.low:+.4f}, {d.high:+.4f}]"
+            )
+
+
 def judge(seen: Sequence[Seen], w: npt.NDArray[np.float64], weight: float) -> None:
     print(
         f"{'judged':24s} {'n':>4s}  fused r@5 / MRR   shipped r@5 / MRR   refit r@5 / MRR"
@@ -270,6 +414,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--judge", type=lambda v: tuple(v.split(",")), default=())
     parser.add_argument("--folds", choices=("set", "package"), default="set")
     parser.add_argument(
+        "--anchors",
+        action="store_true",
+        help="candidates carry anchor features; print the refit with them against without",
+    )
+    parser.add_argument(
+        "--judges",
+        type=lambda v: tuple(Path(p) for p in v.split(",") if p),
+        default=(),
+        help="trained judges (scripts/train_judge.py outputs, package folds): their scores of"
+        " the first fused candidates are features; prints the refit with them against without",
+    )
+    parser.add_argument("--per-shape", action="store_true", help="--judge reads the per-shape fit")
+    parser.add_argument("--judge-depth", type=int, default=10, help="candidates the judge scores")
+    parser.add_argument("--judge-length", type=int, default=128, help="word pieces it reads")
+    parser.add_argument("--judge-chars", type=int, default=360, help="chunk characters it reads")
+    parser.add_argument(
         "--error-map",
         action="store_true",
         help="collect the fitted sets with the error-paste map on (leaks: it was fitted on them)",
@@ -277,8 +437,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if set(args.judge) & {*args.sets, *ERROR_SETS}:
         parser.error("a judged set must not be fitted on")
-    seen = asyncio.run(collect(args.db, args.sets, error_map=args.error_map))
-    seen += asyncio.run(collect(args.errors_db, ERROR_SETS, error_map=args.error_map))
+    kw = {
+        "error_map": args.error_map,
+        "anchors": args.anchors,
+        "judges": args.judges,
+        "judge_setup": (args.judge_depth, args.judge_length, args.judge_chars),
+    }
+    seen = asyncio.run(collect(args.db, args.sets, **kw))
+    seen += asyncio.run(collect(args.errors_db, ERROR_SETS, **kw))
+    if args.anchors or args.judges:
+        group = ANCHOR if args.anchors else JUDGE
+        compare_features(seen, args.l2, args.weight, group)
+        if args.judge:
+            judged = asyncio.run(collect(args.db, args.judge, **(kw | {"error_map": True})))
+            judge_features(seen, judged, args.l2, args.weight, group, args.per_shape)
+        return 0
     cross_validate(seen, args.l2, args.weight, args.folds)
     weights = fit(seen, args.l2)
     print_weights(weights)

@@ -30,6 +30,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
+from hexlocal_core.search.anchor_arm import AnchorArm, AnchorEvidence, AnchorRanking
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.exact import (
     Identifier,
@@ -88,6 +89,7 @@ class _ArmsSaw:
     fts_ids: list[int]
     vec_ids: list[int]
     vector: Vectors
+    judged: dict[int, float] | None = None  # the reranker's scores, as learned features
 
 
 @frozen
@@ -116,11 +118,13 @@ class SearchEngine:
         reranker: Reranker | None,
         *,
         tuning: SearchTuning | None = None,
+        anchors: AnchorArm | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
         self.tuning = tuning or SearchTuning()
+        self.anchors = anchors
         self._warned: set[str] = set()
         self._told_rerank_absent = False
 
@@ -204,10 +208,14 @@ class SearchEngine:
             out_notices.append(notice)
         t = time.perf_counter()
         depth = self.tuning.fused_depth(mode)
+        anchored = AnchorRanking()
+        if self.anchors is not None and self.tuning.anchors_for(mode, plan.shape):
+            anchored = await asyncio.to_thread(self._anchored, package, plan, vector_used)
+            t = clock.lap("anchors", t)
 
         # Store reads run in worker threads: on PostgreSQL each is a round trip, and the
         # event loop serves every other request meanwhile.
-        fused = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape, depth)
+        fused = await asyncio.to_thread(self._fuse, fts_ids, vec_ids, plan.shape, depth, anchored)
         t = clock.lap("fuse", t)
         if feedback and vector_used is not None and self._feeds_back(mode, plan.shape, fused):
             query_vector_used, first = vector_used, fused
@@ -222,20 +230,32 @@ class SearchEngine:
                     plan.shape,
                     examples_only,
                     depth,
+                    anchored,
                 )
 
             fused, vec_ids = await asyncio.to_thread(fed_back)
             t = clock.lap("feedback", t)
         pool = fused
+        scores: dict[int, float] = {}
+        judge_first = self.tuning.rerank_stage == "learned" and self.reranker is not None
+        judged_used = False  # the reranker ran (or failed) inside the learned stage
         if self.tuning.learns(mode) and vector_used is not None and len(fused) > 1:
-            arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used)
+            judged = None
+            if mode == "rerank" and judge_first:
+                scores, notice = await self._judge(query, fused[: self.tuning.judge_depth], rows)
+                judged = scores or None
+                judged_used = True
+                if notice:
+                    out_notices.append(notice)
+            arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used, judged)
             pool = await asyncio.to_thread(self._learned, arms, fused, rows)
             t = clock.lap("learned", t)
         pool = pool[: self.tuning.pool]
 
         ranked = pool
-        scores: dict[int, float] = {}
-        if mode == "rerank" and self.reranker is None:
+        if mode == "rerank" and judged_used:
+            pass  # the reranker's scores were weighed by the learned ranking (or it failed)
+        elif mode == "rerank" and self.reranker is None:
             notice = self._rerank_absent()
             if notice:
                 out_notices.append(notice)
@@ -290,21 +310,33 @@ class SearchEngine:
 
         return tuple(await asyncio.to_thread(lookup))
 
+    def _anchored(self, package: str, plan: _Plan, vector: Vectors | None) -> AnchorRanking:
+        if self.anchors is None:
+            return AnchorRanking()
+        phrases = tuple(to_phrases(plan.fts_text))
+        return self.anchors.rank(package, phrases, vector, self.tuning.fts_depth)
+
     def _fuse(
         self,
         fts_ids: list[int],
         vec_ids: list[int],
         shape: Shape,
         depth: int,
+        anchored: AnchorRanking | None = None,
     ) -> list[int]:
-        """RRF of the arms, boilerplate demoted, one chunk per item, cut to `depth`."""
+        """RRF of the arms (and the anchor arm's rankings), boilerplate demoted, one chunk
+        per item, cut to `depth`."""
         t = self.tuning
-        located = self.store.session().chunks.locate([*fts_ids, *vec_ids])
+        anchored = anchored or AnchorRanking()
+        extra = [*anchored.keyword, *anchored.vector]
+        located = self.store.session().chunks.locate([*fts_ids, *vec_ids, *extra])
         scale = boilerplate_scale(
             {cid: page for cid, (_, page) in located.items()}, t.boilerplate_weight
         )
         fts_weight, vec_weight = t.arm_weights(shape)
-        fused = rrf([fts_ids, vec_ids], k=t.rrf_k, weights=[fts_weight, vec_weight], scale=scale)
+        rankings = [fts_ids, vec_ids, list(anchored.keyword), list(anchored.vector)]
+        weights = [fts_weight, vec_weight, *t.anchor_weights]
+        fused = rrf(rankings, k=t.rrf_k, weights=weights, scale=scale)
         if t.one_chunk_per_item:
             fused = one_per_key(fused, {cid: ref for cid, (ref, _) in located.items()})
         return fused[:depth]
@@ -329,6 +361,7 @@ class SearchEngine:
         shape: Shape,
         examples_only: bool,
         depth: int,
+        anchored: AnchorRanking,
     ) -> tuple[list[int], list[int]]:
         """The pool and vector ranking again, from the query moved toward the pool's top."""
         t = self.tuning
@@ -345,7 +378,7 @@ class SearchEngine:
             examples_only=examples_only,
         )
         again = [cid for cid, _ in found]
-        return self._fuse(fts_ids, again, shape, depth), again
+        return self._fuse(fts_ids, again, shape, depth, anchored), again
 
     def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""
@@ -360,6 +393,11 @@ class SearchEngine:
         stored = self.store.session().chunks.stored_vectors(arms.package, head)
         query = np.asarray(arms.vector, dtype=np.float32).reshape(-1)
         place = {cid: n for n, cid in enumerate(fused, start=1)}
+        read = rows.get(head)
+        said: dict[str, AnchorEvidence] = {}
+        if self.anchors is not None and self.tuning.anchor_features:
+            refs = tuple(dict.fromkeys(row.ref for row in read))
+            said = self.anchors.describe(arms.package, refs, arms.vector)
         return [
             Candidate(
                 row=row,
@@ -368,8 +406,11 @@ class SearchEngine:
                 vec_rank=_rank(arms.vec_ids, row.id),
                 cosine=_cosine(query, stored.get(row.id)),
                 bm25=arms.bm25.get(row.id),
+                judge=(arms.judged or {}).get(row.id),
+                anchor_text=said[row.ref].text if row.ref in said else None,
+                anchor_cosine=said[row.ref].cosine if row.ref in said else None,
             )
-            for row in rows.get(head)
+            for row in read
         ]
 
     def _keyword(self, package: str, query: str, examples_only: bool) -> list[tuple[int, float]]:
@@ -430,13 +471,22 @@ class SearchEngine:
         clock.lap("vec", t)
         return [cid for cid, _ in found], None, vector
 
+    async def _judge(
+        self, query: str, ids: list[int], read: Rows
+    ) -> tuple[dict[int, float], Notice | None]:
+        """The reranker's scores of these candidates (empty when it cannot give them)."""
+        if len(ids) < 2:
+            return {}, None
+        _, scores, notice = await self._rerank(query, ids, read)
+        return scores, notice
+
     async def _rerank(
         self, query: str, pool: list[int], read: Rows
     ) -> tuple[list[int], dict[int, float], Notice | None]:
         if self.reranker is None:
             return pool, {}, self._rerank_absent()
         rows = await asyncio.to_thread(read.get, pool)
-        passages = [passage(r) for r in rows]
+        passages = [passage(r, self.tuning.rerank_chars) for r in rows]
         try:
             raw = await self.reranker.score(query, passages)
         except ModelUnavailable as exc:
@@ -452,6 +502,8 @@ class SearchEngine:
             return pool, {}, notices.rerank_failed(problem)
         ids = [r.id for r in rows]
         scores = dict(zip(ids, (float(s) for s in raw), strict=True))
+        if self.tuning.rerank_authority == "full":
+            return sorted(ids, key=lambda i: -scores[i]), scores, None
         return rerank_fuse(ids, [scores[i] for i in ids]), scores, None
 
     def _hits(

@@ -110,6 +110,9 @@ class Candidate:
     vec_rank: int | None
     cosine: float | None  # to the query vector (before relevance feedback)
     bm25: float | None  # FTS5's bm25: negative, lower is better
+    anchor_text: str | None = None  # what other docs say where they refer to its item
+    anchor_cosine: float | None = None  # the query's best cosine to one of those sentences
+    judge: float | None = None  # the reranker's score, when it judged this candidate
 
 
 def words(text: str) -> frozenset[str]:
@@ -133,7 +136,14 @@ def features(query_words: frozenset[str], pool: Sequence[Candidate]) -> list[dic
     cosines = [c.cosine for c in pool if c.cosine is not None]
     floor = min(cosines, default=0.0)
     best_bm25 = min((c.bm25 for c in pool if c.bm25 is not None), default=None)
-    return [_features(query_words, c, floor, best_bm25) for c in pool]
+    out = [_features(query_words, c, floor, best_bm25) for c in pool]
+    judged = sorted((c.judge for c in pool if c.judge is not None), reverse=True)
+    for f, c in zip(out, pool, strict=True):
+        if c.judge is not None:
+            f["judged"] = 1.0
+            f["judge_rel"] = c.judge - judged[0]
+            f["judge_rank"] = _by_rank(judged.index(c.judge) + 1)
+    return out
 
 
 def _features(
@@ -158,6 +168,10 @@ def _features(
         "example": 1.0 if row.has_example else 0.0,
     }
     out[f"dt_{doc_type}"] = 1.0
+    if c.anchor_text is not None:
+        out["has_anc"] = 1.0
+        out["anc_ov"] = len(query_words & words(c.anchor_text)) * share
+        out["anc_cos"] = c.anchor_cosine or 0.0
     return out
 
 

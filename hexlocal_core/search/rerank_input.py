@@ -16,11 +16,11 @@ from hexlocal_core.index.chunks import ChunkRow
 RERANK_PASSAGE_CHARS = 360
 
 
-def passage(row: ChunkRow) -> str:
+def passage(row: ChunkRow, chars: int = RERANK_PASSAGE_CHARS) -> str:
     head = row.title
     if row.signature:
         head = f"{head} {row.signature}"
-    return f"{head}\n{row.content[:RERANK_PASSAGE_CHARS]}"
+    return f"{head}\n{row.content[:chars]}"
 
 
 def unusable_scores(raw: Sequence[float], expected: int) -> str | None:

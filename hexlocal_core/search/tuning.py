@@ -8,6 +8,7 @@ from hexlocal_core.search.arms import BM25_WEIGHTS, DEPTH
 from hexlocal_core.search.fusion import BOILERPLATE_WEIGHT, RRF_K
 from hexlocal_core.search.learned_rank import DEPTH as LEARNED_DEPTH
 from hexlocal_core.search.query_shape import Shape
+from hexlocal_core.search.rerank_input import RERANK_PASSAGE_CHARS
 
 POOL = 10
 MODES = ("fts", "vector", "rrf", "rerank")
@@ -57,6 +58,22 @@ class SearchTuning:
     learned_rank: bool = True
     learned_depth: int = LEARNED_DEPTH
     learned_weight: float = 1.0  # the learned order's weight against the fused order's 1.0
+    # The anchor arm (search/anchor_arm.py), when the engine has one: its (keyword, vector)
+    # rankings' weights in the fusion (0: not fused), the query shapes they run for, and
+    # whether the learned ranking's candidates carry what the anchors say about them.
+    anchor_weights: tuple[float, float] = (0.0, 0.0)
+    anchor_shapes: tuple[str, ...] = ("prose",)
+    anchor_features: bool = True
+    # The reranker's input and authority: the characters of each chunk it reads (after the
+    # title line), and whether its order is fused back with retrieval's ("bounded", see
+    # `fusion.rerank_fuse`) or taken as is ("full").
+    rerank_chars: int = RERANK_PASSAGE_CHARS
+    rerank_authority: str = "bounded"
+    # Where the reranker's scores go in rerank mode: "after", it re-orders the pool the
+    # learned ranking made; "learned", its scores of the first `judge_depth` fused
+    # candidates are features of the learned ranking (search/learned_rank.py).
+    rerank_stage: str = "after"
+    judge_depth: int = 10
 
     def fused_depth(self, mode: str) -> int:
         """How deep the fused list is cut: the pool, or the learned ranking's depth."""
@@ -64,6 +81,13 @@ class SearchTuning:
 
     def learns(self, mode: str) -> bool:
         return self.learned_rank and self.learned_depth > 0 and mode in ("rrf", "rerank")
+
+    def anchors_for(self, mode: str, shape: Shape) -> bool:
+        return (
+            any(self.anchor_weights)
+            and mode in ("rrf", "rerank")
+            and shape.value in self.anchor_shapes
+        )
 
     def arm_weights(self, shape: Shape) -> tuple[float, float]:
         for name, fts, vec in self.shape_weights or ():

@@ -36,6 +36,7 @@ HELDOUT_FOURTH = REPO_ROOT / "eval" / "heldout_fourth.jsonl"
 HELDOUT_FIFTH = REPO_ROOT / "eval" / "heldout_fifth.jsonl"
 HELDOUT_SIXTH = REPO_ROOT / "eval" / "heldout_sixth.jsonl"
 HELDOUT_SEVENTH = REPO_ROOT / "eval" / "heldout_seventh.jsonl"
+HELDOUT_EIGHTH = REPO_ROOT / "eval" / "heldout_eighth.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
 # Every query set; a new one joins here and in the checks of its kinds.
 ALL_SETS: tuple[Path, ...] = (
@@ -47,12 +48,11 @@ ALL_SETS: tuple[Path, ...] = (
     HELDOUT_TASKS,
 )
 ALL_SETS += (HELDOUT_MIXED, HELDOUT_THIRD, HELDOUT_FOURTH, HELDOUT_FIFTH, HELDOUT_SIXTH)
-ALL_SETS += (HELDOUT_SEVENTH, DEV)
+ALL_SETS += (HELDOUT_SEVENTH, HELDOUT_EIGHTH, DEV)
 # The id letter is the kind's initial: c(oncept), t(ask), e(rror), s(ymbol); the
 # confirmation sets' ids start with `cf-` (tasks) and `ce-` (errors), the held-out error,
-# task, mixed, third, fourth, fifth, sixth and seventh sets' with `he-`, `ht-`, `hm-`, `h3-`,
-# `h4-`, `h5-`, `h6-` and `h7-`.
-_ID = re.compile(r"^(?:c[fe]-|h[etm34567]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
+# task, mixed, third, ..., eighth sets' with `he-`, `ht-`, `hm-`, `h3-` ... `h8-`.
+_ID = re.compile(r"^(?:c[fe]-|h[etm345678]-)?(?P<package>[a-z][a-z0-9_]*)-(?P<kind>[ctes])-\d{2}$")
 # `Mod.html#name/2`, `Mod.html#c:name/2`, `Mod.html#t:name/0`, optionally `-section`.
 _NAMED_REF = re.compile(r"#(?:[ct]:)?(?P<name>[^/#]+)/\d+")
 AGENT_KINDS = ("task", "error", "symbol")
@@ -268,6 +268,7 @@ MIXED_VERSIONS = {
         (HELDOUT_FIFTH, {"task": 30, "concept": 30, "error": 30}, 14, 7, "h5-"),
         (HELDOUT_SIXTH, {"task": 15, "error": 30, "symbol": 15}, 12, 6, "h6-"),
         (HELDOUT_SEVENTH, {"task": 30, "concept": 30, "error": 30}, 16, 7, "h7-"),
+        (HELDOUT_EIGHTH, {"task": 55, "concept": 24, "error": 20}, 17, 15, "h8-"),
     ],
     ids=lambda v: getattr(v, "name", None) or "",
 )
