@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from hexlocal_core.errors import SchemaTooNew, StoreError
-from hexlocal_core.index.db import atomic, connect, scalar
-from hexlocal_core.index.migrations import SCHEMA_VERSION, migrate
-from hexlocal_core.index.store import CHUNK_VEC_TABLE, PackageWrite, Store
+from hexlocal_core.index.rows import PackageWrite
+from hexlocal_core.index.sqlite.db import atomic, connect, scalar
+from hexlocal_core.index.sqlite.migrations import SCHEMA_VERSION, migrate
+from hexlocal_core.index.sqlite.store import Store
+from hexlocal_core.index.sqlite.vectors import CHUNK_VEC_TABLE
 from hexlocal_core.model import Chunk
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.sanitizer import to_phrases
