@@ -51,7 +51,7 @@ from hexlocal_core.adapters.model_sources import DEFAULT_EMBED_REPO, INT8_SUFFIX
 from hexlocal_core.adapters.onnx_runtime import load_tokenizer, pad  # noqa: E402
 from hexlocal_core.chunk import chunk_items  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
-from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402

@@ -43,7 +43,7 @@ from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: 
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import EvalOptions, load_queries, run_eval  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, percentile, recall_at  # noqa: E402
-from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ports import Reranker  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine  # noqa: E402
 from hexlocal_core.search.tuning import SearchTuning  # noqa: E402

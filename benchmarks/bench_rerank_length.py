@@ -44,7 +44,7 @@ from hexlocal_core.adapters.cross_encoder import (  # noqa: E402
 )
 from hexlocal_core.chunk import SectionChunker  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
-from hexlocal_core.index.chunks import ChunkRow  # noqa: E402
+from hexlocal_core.index.rows import ChunkRow  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.search.rerank_input import passage  # noqa: E402

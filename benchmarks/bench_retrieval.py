@@ -47,7 +47,7 @@ from hexlocal_core.evaluation import (  # noqa: E402
     run_eval,
 )
 from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
-from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402

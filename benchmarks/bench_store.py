@@ -51,8 +51,9 @@ from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import EvalQuery, load_queries  # noqa: E402
 from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
+from hexlocal_core.index.rows import PackageWrite  # noqa: E402
 from hexlocal_core.index.seam import DocsStore  # noqa: E402
-from hexlocal_core.index.store import PackageWrite, Store  # noqa: E402
+from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.pipeline import (  # noqa: E402
     IndexRequest,

@@ -458,7 +458,7 @@ def open_store(settings: Settings) -> DocsStore:
             ) from exc
         store: DocsStore = PgStore(settings.database_url, server_id=settings.server_id)
         return store
-    from hexlocal_core.index.store import Store
+    from hexlocal_core.index.sqlite.store import Store
 
     return Store(Path(settings.database_path))
 

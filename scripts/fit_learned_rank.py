@@ -50,7 +50,7 @@ from hexlocal_core.evaluation import ingest_targets, load_queries  # noqa: E402
 from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at, recall_at  # noqa: E402
 from hexlocal_core.evaluation.paired import paired_difference  # noqa: E402
-from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ports import Reranker  # noqa: E402
 from hexlocal_core.search import learned_rank  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine, _ArmsSaw  # noqa: E402

@@ -39,9 +39,9 @@ from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: 
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
 from hexlocal_core.evaluation.metrics import mrr_at  # noqa: E402
-from hexlocal_core.index.chunks import package_vectors  # noqa: E402
-from hexlocal_core.index.db import connect  # noqa: E402
-from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.index.sqlite.chunks import package_vectors  # noqa: E402
+from hexlocal_core.index.sqlite.db import connect  # noqa: E402
+from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.search.engine import plan_query  # noqa: E402
 from hexlocal_core.search.query_rewrite import embed_mean  # noqa: E402
 from hexlocal_core.search.tuning import SearchTuning  # noqa: E402

@@ -57,8 +57,8 @@ from hexlocal_core.adapters.late_interaction import (  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.adapters.onnx_runtime import load_tokenizer  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
-from hexlocal_core.index.chunks import ChunkRow  # noqa: E402
-from hexlocal_core.index.store import Store  # noqa: E402
+from hexlocal_core.index.rows import ChunkRow  # noqa: E402
+from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.anchors import Anchor, mine  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402

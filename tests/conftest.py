@@ -13,7 +13,7 @@ from hexlocal_core.config import ENV_VARIABLES
 from tests.support.paths import CORPUS, HEXDOCS, MODEL_CACHE, SHARED, in_ci, shared
 
 if TYPE_CHECKING:
-    from hexlocal_core.index.store import Store
+    from hexlocal_core.index.sqlite.store import Store
 
 pytest_plugins = [
     "tests.support.hex_fixtures",
@@ -81,7 +81,7 @@ def jason_index(tmp_path_factory: pytest.TempPathFactory, corpus: Path) -> Path:
 
 @pytest.fixture
 def jason_store(jason_index: Path) -> Iterator[Store]:
-    from hexlocal_core.index.store import Store
+    from hexlocal_core.index.sqlite.store import Store
 
     opened = Store(jason_index)
     yield opened

@@ -301,3 +301,84 @@ def test_engine_leak_rule_sees_a_leak(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import apsw\n\ndef f(store):\n    return store.conn\n")
     assert _engine_leaks(bad) == ["imports apsw", "line 4: .conn"]
+
+
+# -- the seam owns its types: above index/, only the seam, its values and the token rule ---
+
+# What a caller above index/ may import from it: the Protocols, the values that cross the
+# seam, and the token rule the sanitizer shares with both engines' full-text tables.
+SEAM_MODULES = ("hexlocal_core.index.seam", "hexlocal_core.index.rows",
+                "hexlocal_core.index.tokens")  # fmt: skip
+# The composition root picks the engine: the one place above index/ that names one.
+COMPOSITION_ROOT = ("hexlocal_core/service.py", "open_store")
+
+
+def _index_imports(tree: ast.AST) -> Iterator[tuple[str, str | None, int]]:
+    """(imported index module, the function the import sits in, line) of every import of
+    hexlocal_core.index in the tree, runtime or for the type checker alike."""
+    stack: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    while stack:
+        node, function = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            function = node.name
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = node.module
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+            if base != "hexlocal_core.index":  # `from pkg.mod import Name`: the module is pkg.mod
+                targets = [base]
+        for target in targets:
+            if target == "hexlocal_core.index" or target.startswith("hexlocal_core.index."):
+                yield target, function, getattr(node, "lineno", 0)
+        stack.extend((child, function) for child in ast.iter_child_nodes(node))
+
+
+def _engine_imports(path: Path, where: str) -> list[str]:
+    """The imports in `path` (shown as `where`) of index/ modules other than the seam's."""
+    found = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for target, function, line in sorted(_index_imports(tree), key=lambda found: found[2]):
+        if any(target == ok or target.startswith(ok + ".") for ok in SEAM_MODULES):
+            continue
+        if (where, function) == COMPOSITION_ROOT:
+            continue
+        found.append(f"{where}:{line} imports {target}")
+    return found
+
+
+def test_callers_above_the_index_import_only_the_seam_and_its_values() -> None:
+    # An engine module (sqlite/*, pg/*) or the SQL they share above index/ would tie that
+    # caller to one engine again: it takes `seam.DocsStore` and the values of `rows.py`.
+    index = ROOT / "hexlocal_core" / "index"
+    leaks = [
+        leak
+        for package in ("hexlocal_core", "hexlocal_mcp", "hexlocal_cli")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if index not in path.parents
+        for leak in _engine_imports(path, str(path.relative_to(ROOT)))
+    ]
+    assert leaks == [], "import index.seam and index.rows; service.open_store picks the engine"
+
+
+def test_the_seam_rule_sees_an_engine_import(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from hexlocal_core.index.rows import ChunkRow\n"
+        "from hexlocal_core.index.seam import DocsStore\n"
+        "from hexlocal_core.index.sqlite.store import Store\n"
+        "from hexlocal_core.index import chunk_sql, rows\n"
+        "import hexlocal_core.index.pg.store\n"
+        "def open_store():\n"
+        "    from hexlocal_core.index.pg import store\n"
+    )
+    assert _engine_imports(bad, "x.py") == [
+        "x.py:3 imports hexlocal_core.index.sqlite.store",
+        "x.py:4 imports hexlocal_core.index.chunk_sql",
+        "x.py:5 imports hexlocal_core.index.pg.store",
+        "x.py:7 imports hexlocal_core.index.pg",
+    ]
+    assert _engine_imports(bad, COMPOSITION_ROOT[0])[-1:] == [
+        f"{COMPOSITION_ROOT[0]}:5 imports hexlocal_core.index.pg.store"
+    ]  # inside open_store the engine may be named; anywhere else in service.py not

@@ -1,13 +1,17 @@
 """The storage seam: what the layers above ask of an index, whichever engine holds it.
 
-Two engines implement it: SQLite (`store.Store`, the default, one file) and PostgreSQL with
-pgvector (`pg.PgStore`, selected by `DATABASE_URL`, for teams). Callers hold a `DocsStore`
-and never see a connection: a `Session` is the work of one thread, and `Session.atomic()`
-the one way to make several writes one transaction (a curation decision spans several).
+Two engines implement it: SQLite (`sqlite/store.Store`, the default, one file) and
+PostgreSQL with pgvector (`pg/store.PgStore`, selected by `DATABASE_URL`, for teams), in
+one style, sharing every statement they spell alike (`sql.py`). Callers hold a
+`DocsStore` and never see a connection: a `Session` is the work of one thread, and
+`Session.atomic()` the one way to make several writes one transaction (a curation
+decision spans several).
 
 Every method is synchronous and short; callers run them in worker threads
-(`asyncio.to_thread`), as both drivers block. Rows come back as the attrs values the SQLite
-modules define (`ChunkRow`, `MemoryRow`, ...): one set of values for both engines.
+(`asyncio.to_thread`), as both drivers block. Values cross the seam as the attrs values of
+`rows.py` (`ChunkRow`, `MemoryRow`, ...) and vectors as numpy arrays, the same whichever
+engine answers: callers above `index/` import this module and `rows.py`, never an engine
+(`tests/test_architecture.py` holds that).
 """
 
 from __future__ import annotations
@@ -20,25 +24,27 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from hexlocal_core.index.chunks import ChunkRow, ItemQuery, PackageStats
-from hexlocal_core.index.jobs_store import JobRow
-from hexlocal_core.index.memory_store import (
+from hexlocal_core.index.rows import (
+    ChunkRow,
     CurationEntry,
+    EmbeddingConfig,
+    ItemQuery,
+    JobRow,
     MemoryRow,
     MemoryScope,
     MemoryText,
     NewRequest,
+    PackageMeta,
+    PackageStats,
+    PackageWrite,
+    QueueChanges,
     QueuedRow,
     RequestRow,
-)
-from hexlocal_core.index.store import (
-    EmbeddingConfig,
-    PackageMeta,
-    PackageWrite,
+    SyncRow,
     Unembedded,
+    Vector,
     VectorRows,
 )
-from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.model import IndexedPackage, UsageEvent
 from hexlocal_core.ports import Vectors
 
@@ -207,8 +213,12 @@ class ReindexQueries(Protocol):
         self, model: str, hashes: Sequence[str], vectors: Sequence[npt.ArrayLike]
     ) -> None: ...
     def switch_model(
-        self, model: str, provider: str, dims: int, memory_vectors: Mapping[int, bytes]
-    ) -> None: ...
+        self, model: str, provider: str, dims: int, memory_vectors: Mapping[int, Vector]
+    ) -> None:
+        """One transaction: every chunk's vector from the cache under `model`, the memories'
+        from `memory_vectors`, the model recorded; ModelError, nothing switched, when a
+        chunk has no cached vector."""
+        ...
 
 
 class IngestClaim(Protocol):

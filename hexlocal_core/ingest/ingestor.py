@@ -15,8 +15,8 @@ from attrs import frozen
 
 from hexlocal_core.chunk import CHUNKER_VERSION
 from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError, StoreError
+from hexlocal_core.index.rows import Unembedded
 from hexlocal_core.index.seam import DocsStore, IngestClaim
-from hexlocal_core.index.store import Unembedded
 from hexlocal_core.ingest.otp_source import OtpSource
 from hexlocal_core.ingest.pipeline import (
     IndexRequest,

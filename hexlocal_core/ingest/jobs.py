@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from hexlocal_core.cancel import CancelToken, IngestCancelled, bind
-from hexlocal_core.index.jobs_store import JobRow
+from hexlocal_core.index.rows import JobRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import IngestProgress, IngestReport, JobStatus, Phase
 

@@ -25,8 +25,8 @@ from attrs import evolve, frozen
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import ModelMismatch, StoreError
+from hexlocal_core.index.rows import PackageWrite, Unembedded, VectorRows
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.index.store import PackageWrite, Unembedded, VectorRows
 from hexlocal_core.model import (
     Chunk,
     DocItem,

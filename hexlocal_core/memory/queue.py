@@ -3,7 +3,7 @@
 A row turns `done` only inside the transaction that applies its decision (see
 `records.apply`), so a crash or a stop between the two leaves it `pending`, to be curated
 again at the next start: never lost, never applied twice. The SQL is in
-`index/memory_store.py`.
+`index/memory_sql.py` and the engines' `memories.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from attrs import asdict, frozen
 
-from hexlocal_core.index import memory_store as ms
+from hexlocal_core.index.rows import NewRequest
 from hexlocal_core.index.seam import Session
 from hexlocal_core.memory.inputs import Submission
 
@@ -30,7 +30,7 @@ def enqueue(conn: Session, items: Sequence[Submission]) -> list[str]:
     """Writes every submission in one transaction; returns their request ids, in order."""
     ids = [uuid.uuid4().hex for _ in items]
     rows = [
-        ms.NewRequest(request_id, sub.text, sub.package, sub.version, tuple(sub.tags))
+        NewRequest(request_id, sub.text, sub.package, sub.version, tuple(sub.tags))
         for request_id, sub in zip(ids, items, strict=True)
     ]
     with conn.atomic():

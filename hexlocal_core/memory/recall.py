@@ -15,7 +15,7 @@ from pathlib import Path
 
 from attrs import asdict
 
-from hexlocal_core.index.memory_store import CurationEntry, MemoryRow, MemoryScope
+from hexlocal_core.index.rows import CurationEntry, MemoryRow, MemoryScope
 from hexlocal_core.index.seam import Session
 from hexlocal_core.memory import records
 from hexlocal_core.memory.policy import similarity

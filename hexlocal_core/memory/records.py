@@ -1,6 +1,6 @@
 """Applying curation decisions to the stored memories, and the vector backfill.
 
-The rows, FTS rows, vectors and log entries are written by `index/memory_store.py`; this
+The rows, FTS rows, vectors and log entries are written through `seam.MemoryQueries`; this
 module decides which of them one decision writes, inside one transaction. `memory_vecs`
 exists once an embedder's dimension is known; a memory whose text changed while no
 embedder was available keeps no vector, so `missing_vectors` fills the gap later.
@@ -14,7 +14,7 @@ import numpy as np
 from attrs import frozen
 
 from hexlocal_core.errors import StoreError
-from hexlocal_core.index.memory_store import MemoryRow, MemoryText
+from hexlocal_core.index.rows import MemoryRow, MemoryText
 from hexlocal_core.index.seam import DocsStore, Session
 from hexlocal_core.memory import queue
 from hexlocal_core.memory.policy import Action, Change, Decision, Neighbour, norm_hash, similarity

@@ -34,7 +34,7 @@ def keyword_arm(
     """(chunk id, bm25 score; lower is better) for sanitized phrases (`to_phrases`).
 
     `package_stats`: BM25's document frequencies from the package's own docs, not from
-    every package in the index (see `index/bm25.py`).
+    every package in the index (see `index/sqlite/fts.py`).
     """
     if package_stats:
         return reads.package_keyword_hits(

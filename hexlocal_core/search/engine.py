@@ -25,7 +25,7 @@ import numpy.typing as npt
 from attrs import evolve, frozen
 
 from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
-from hexlocal_core.index.chunks import ChunkRow
+from hexlocal_core.index.rows import ChunkRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index

@@ -8,7 +8,7 @@ import re
 
 from attrs import frozen
 
-from hexlocal_core.index.chunks import ItemQuery
+from hexlocal_core.index.rows import ItemQuery
 from hexlocal_core.index.seam import ChunkReads
 from hexlocal_core.ingest.deps_folder import USAGE_RULE_REFS
 

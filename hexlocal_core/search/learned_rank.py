@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
-from hexlocal_core.index.chunks import ChunkRow
+from hexlocal_core.index.rows import ChunkRow
 from hexlocal_core.search.fusion import rerank_fuse
 from hexlocal_core.search.query_shape import Shape
 

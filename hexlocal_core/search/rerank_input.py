@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from hexlocal_core.index.chunks import ChunkRow
+from hexlocal_core.index.rows import ChunkRow
 
 # The head of each chunk the cross-encoder reads: ~100 word pieces, plus the title line.
 # ms-marco was trained on passages of about 60 words (~350 characters), so the opening

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hexlocal_core.index.chunks import ChunkRow
+from hexlocal_core.index.rows import ChunkRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit
 

@@ -28,7 +28,7 @@ class SearchTuning:
     bm25: tuple[float, float, float] = BM25_WEIGHTS
     boilerplate_weight: float = BOILERPLATE_WEIGHT
     one_chunk_per_item: bool = True
-    bm25_package_stats: bool = True  # BM25 statistics per package (index/bm25.py)
+    bm25_package_stats: bool = True  # BM25 statistics per package (index/sqlite/fts.py)
     bm25_rescore: int = 1  # candidates re-scored with them: this many times the depth
     # Error pastes (see search/query_shape.py): both arms read the message without its
     # noise, plus the functions it names. Measured (agent set, 31 error queries, rrf):

@@ -14,8 +14,8 @@ from typing import Any
 from attrs import asdict, frozen
 
 from hexlocal_core.errors import ModelError
+from hexlocal_core.index.rows import Vector
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.index.vectors import encode_vector
 from hexlocal_core.ingest.pipeline import in_worker, provider_of
 from hexlocal_core.ports import Embedder
 
@@ -168,11 +168,11 @@ async def _embed_package_into_cache(
 
 async def _memory_vectors(
     store: DocsStore, embedder: Embedder, counter: _Counter
-) -> dict[int, bytes]:
+) -> dict[int, Vector]:
     """Memories are few and have no cache: they are embedded right before the switch."""
     memories = await in_worker(lambda: store.reindex.memory_texts())
     if not memories:
         return {}
     vectors = await embedder.embed([t for _, t in memories])
     counter.add("memories", len(memories))
-    return {mid: encode_vector(v) for (mid, _), v in zip(memories, vectors, strict=True)}
+    return {mid: vector for (mid, _), vector in zip(memories, vectors, strict=True)}

@@ -7,7 +7,7 @@ synced waits for that same job (within INGEST_TIMEOUT_MS) instead of starting an
 and a search for a package still queued starts its job at once; the worker, reaching it,
 finds it indexed (or joins its job) and moves on.
 
-The queue lives in the database (`index/sync_store.py`): a process that ends mid-sync
+The queue lives in the database (`seam.SyncQueries`): a process that ends mid-sync
 leaves its rows queued (or claimed by a pid that no longer runs), and the next sync, or
 the next start of a long-lived process, carries on from there.
 """
@@ -26,8 +26,8 @@ from attrs import frozen
 
 from hexlocal_core.cancel import IngestCancelled
 from hexlocal_core.errors import HexlocalError, ModelError, RemoteError, UserInputError
+from hexlocal_core.index.rows import QueueChanges, SyncRow
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.ingest.jobs import alive
 from hexlocal_core.ingest.otp_source import OtpSource
 from hexlocal_core.ingest.pipeline import in_worker

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from attrs import frozen
 
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.index.sync_store import QueueChanges, SyncRow
+from hexlocal_core.index.rows import QueueChanges, SyncRow
 from hexlocal_core.model import IndexedPackage, JobStatus, PackageState, SyncState
 from hexlocal_core.untrusted import clip
 from hexlocal_core.versions import ELIXIR_APPS, LockEntry, try_parse_version, validate_package_name

@@ -14,7 +14,7 @@ import pytest
 from hexlocal_cli import common
 from hexlocal_core.adapters import model_sources
 from hexlocal_core.config import DEFAULT_EMBED_MODEL, Settings
-from hexlocal_core.index.db import scalar
+from hexlocal_core.index.sqlite.db import scalar
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
 from tests.support.harness import CliHarness

@@ -398,13 +398,12 @@ QUERY_SET = (
 
 def record_usage(database: Path) -> None:
     """Usage rows with long model names, as a cloud setup records them."""
-    from hexlocal_core.index.store import Store
-    from hexlocal_core.index.usage_store import StoreUsageSink
+    from hexlocal_core.index.sqlite.store import Store
     from hexlocal_core.model import UsageEvent
 
     store = Store(database)
     try:
-        sink = StoreUsageSink(store)
+        sink = store.usage
         for model, kind in (
             ("local:sentence-transformers/all-MiniLM-L6-v2", "embed"),
             ("mistral-large-latest-with-a-very-long-deployment-suffix", "chat"),

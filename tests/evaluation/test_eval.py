@@ -32,8 +32,8 @@ from hexlocal_core.evaluation import (
 )
 from hexlocal_core.evaluation.metrics import mrr_at, percentile, recall_at
 from hexlocal_core.evaluation.queries import KINDS
-from hexlocal_core.index.db import scalar
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.db import scalar
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.ingest.tarball import read_docs_tarball

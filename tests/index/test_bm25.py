@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hexlocal_core.index import bm25, chunks
-from hexlocal_core.index.store import Store
+from hexlocal_core.index import bm25
+from hexlocal_core.index.sqlite import fts
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.search.sanitizer import to_phrases
 from tests.support.helpers import chunk_of, item, write_package
 
@@ -36,7 +37,7 @@ def test_idf(documents: int, with_term: int, expected: float) -> None:
     [(5, 9, 5, True), (5, 9, 4, False), (None, None, 0, False), (3, 3, 1, True)],
 )
 def test_contiguous(lo: int | None, hi: int | None, count: int, expected: bool) -> None:
-    assert bm25.contiguous(lo, hi, count) is expected
+    assert fts.contiguous(lo, hi, count) is expected
 
 
 def test_alone_in_the_index_the_package_scores_are_fts5s_own(tmp_path: Path) -> None:
@@ -52,11 +53,10 @@ def test_alone_in_the_index_the_package_scores_are_fts5s_own(tmp_path: Path) -> 
         ],
     )
     phrases = to_phrases("pool checkout timeout")
-    ours = chunks.package_keyword_hits(
-        store.conn, phrases, package="pkg", depth=10, examples_only=False, weights=WEIGHTS
+    ours = store.session().chunks.package_keyword_hits(
+        phrases, package="pkg", depth=10, examples_only=False, weights=WEIGHTS
     )
-    theirs = chunks.keyword_hits(
-        store.conn,
+    theirs = store.session().chunks.keyword_hits(
         " OR ".join(phrases),
         package="pkg",
         depth=10,
@@ -89,12 +89,11 @@ def test_another_package_in_the_index_does_not_change_the_ranking(tmp_path: Path
 
     def top(package_stats: bool) -> str:
         if package_stats:
-            found = chunks.package_keyword_hits(
-                store.conn, phrases, package="pkg", depth=5, examples_only=False, weights=WEIGHTS
+            found = store.session().chunks.package_keyword_hits(
+                phrases, package="pkg", depth=5, examples_only=False, weights=WEIGHTS
             )
         else:
-            found = chunks.keyword_hits(
-                store.conn,
+            found = store.session().chunks.keyword_hits(
                 " OR ".join(phrases),
                 package="pkg",
                 depth=5,
@@ -118,8 +117,7 @@ def test_examples_only_keeps_the_package_ranking_among_examples(tmp_path: Path) 
             ("C.html#c/1", "body only\n\niex> body(conn)"),
         ],
     )
-    found = chunks.package_keyword_hits(
-        store.conn,
+    found = store.session().chunks.package_keyword_hits(
         to_phrases("stream body"),
         package="pkg",
         depth=5,

@@ -1,6 +1,6 @@
 """Processes sharing one SQLite index ingest a package version once.
 
-The claim is a kernel file lock beside the database (index/file_claim.py). Checked with
+The claim is a kernel file lock beside the database (index/sqlite/file_claim.py). Checked with
 two stores on one file in this process (each lock is its own open file, as another
 process's would be), with a real second process that is killed while it holds the claim,
 and end to end: two services on one index, the second one's search meeting a package the
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hexlocal_core.index.file_claim import claim_dir
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.file_claim import claim_dir
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import GatedEmbedder, HashingEmbedder
@@ -59,7 +59,7 @@ def test_a_process_killed_while_holding_the_claim_leaves_it_free(tmp_path: Path)
         f"""
         import sys, time
         from pathlib import Path
-        from hexlocal_core.index.file_claim import try_file_claim
+        from hexlocal_core.index.sqlite.file_claim import try_file_claim
         claim = try_file_claim(Path({str(db)!r}), "jason", "1.4.4")
         print("held" if claim is not None else "refused", flush=True)
         time.sleep(600)

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 from hexlocal_core.errors import SchemaTooNew, StoreError
-from hexlocal_core.index.db import atomic, connect, scalar
-from hexlocal_core.index.migrations import SCHEMA_VERSION, migrate
-from hexlocal_core.index.store import CHUNK_VEC_TABLE, PackageWrite, Store
-from hexlocal_core.model import Chunk
+from hexlocal_core.index.rows import PackageWrite
+from hexlocal_core.index.sqlite.db import atomic, connect, scalar
+from hexlocal_core.index.sqlite.migrations import SCHEMA_VERSION, migrate
+from hexlocal_core.index.sqlite.store import Store
+from hexlocal_core.index.sqlite.vectors import CHUNK_VEC_TABLE
+from hexlocal_core.model import Chunk, DocType
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.sanitizer import to_phrases
 from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package
@@ -323,3 +325,26 @@ def test_a_full_disk_is_one_clear_error_and_nothing_is_written(tmp_path: Path) -
     store.conn.execute(f"PRAGMA max_page_count = {2**30}")
     assert _database_state(store.conn) == before
     assert scalar(store.conn, "PRAGMA integrity_check") == "ok"
+
+
+def test_a_title_documented_twice_takes_its_first_chunks_place(tmp_path: Path) -> None:
+    # A type and a callback of one name (`era/0`) share a title: the titles a misspelt
+    # identifier is compared against keep document order, so `era/0` stays first (ties
+    # between equally close names go to the earlier one).
+    store = Store(tmp_path / "twice.db")
+    docs = [
+        ("M.html#t:era/0", "M.era/0", DocType.TYPE, "era"),
+        ("M.html#t:feature/0", "M.feature/0", DocType.TYPE, "feature"),
+        ("M.html#c:era/0", "M.era/0", DocType.CALLBACK, "era"),
+    ]
+    items = [
+        item(ref, f"{kind} {name}", title=title, doc_type=kind, module="M", function=name, arity=0)
+        for ref, title, kind, name in docs
+    ]
+    write_package(store, "pkg", [chunk_of(i) for i in items])
+    reads = store.session().chunks
+    for limit in (-1, 5):
+        assert reads.member_titles("pkg", limit) == ["M.era/0", "M.feature/0"]
+        assert reads.titles_in_module("pkg", "M", limit) == ["M.era/0", "M.feature/0"]
+    assert reads.titles_named("pkg", "era", "M", 5) == ["M.era/0"]
+    store.close()

@@ -17,7 +17,7 @@ import attrs
 import pytest
 
 from hexlocal_core.adapters.hex import HexClient
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ingest import ingestor as ingestor_module
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
 from hexlocal_core.model import IngestProgress, Phase, ResolvedVersion, VersionSource

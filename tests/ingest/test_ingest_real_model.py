@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hexlocal_core.adapters.local_embedder import LocalEmbedder
-from hexlocal_core.index.db import scalar
+from hexlocal_core.index.sqlite.db import scalar
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import FakeHex
 from tests.support.helpers import db

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.index.db import atomic, rows, scalar
-from hexlocal_core.index.vectors import create_vector_tables
+from hexlocal_core.index.sqlite.db import atomic, rows, scalar
+from hexlocal_core.index.sqlite.vectors import create_vector_tables
 from hexlocal_core.memory.policy import NO_CHAT
 from hexlocal_core.memory.service import MemoryService
 from hexlocal_core.service import Hexlocal

@@ -13,7 +13,7 @@ import pytest
 from attrs import define
 
 from hexlocal_core.errors import ModelError
-from hexlocal_core.index.db import rows, scalar
+from hexlocal_core.index.sqlite.db import rows, scalar
 from hexlocal_core.memory.policy import Action, Neighbour
 from hexlocal_core.memory.prompt import parse_answer
 from hexlocal_core.service import Hexlocal

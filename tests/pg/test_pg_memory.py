@@ -17,12 +17,12 @@ import numpy as np
 import psycopg
 import pytest
 
-from hexlocal_core.index.memory_store import MemoryScope, MemoryText, NewRequest
 from hexlocal_core.index.pg import memory_schema as pgm
 from hexlocal_core.index.pg.memories import PgMemoryQueries, fts_match_to_tsquery
 from hexlocal_core.index.pg.store import PgSession, PgStore
+from hexlocal_core.index.rows import MemoryScope, MemoryText, NewRequest
 from hexlocal_core.index.seam import MemoryQueries
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.model import sha256_text
 from hexlocal_core.search.sanitizer import to_match
 
@@ -376,7 +376,7 @@ def test_pg_reindex_replaces_every_memory_vector(
     pg.put_memory_vector(b, unit(0, 1, 0), "test:old")
 
     with pg_session.atomic() as tx:
-        pgm.replace_memory_vectors(tx, "test:new", {a: unit(0, 1).tobytes()})
+        pgm.replace_memory_vectors(tx, "test:new", {a: unit(0, 1)})
 
     [(nearest, distance)] = pg.memory_knn(unit(0, 1), 5)
     assert nearest == a and distance == pytest.approx(0.0, abs=1e-6)

@@ -17,10 +17,10 @@ from typing import Any, cast
 
 import pytest
 
-from hexlocal_core.index.memory_store import MemoryText, NewRequest
 from hexlocal_core.index.pg.db import EMBEDDING_LOCK
 from hexlocal_core.index.pg.memories import PgMemoryQueries
 from hexlocal_core.index.pg.store import PgSession, PgStore
+from hexlocal_core.index.rows import MemoryText, NewRequest
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.memory import queue
 from hexlocal_core.memory.service import MemoryPorts, MemoryService

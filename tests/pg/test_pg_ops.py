@@ -10,12 +10,10 @@ import numpy as np
 import pytest
 
 from hexlocal_core.errors import ModelError
-from hexlocal_core.index.memory_store import MemoryText
 from hexlocal_core.index.pg import ops
 from hexlocal_core.index.pg.db import connect
 from hexlocal_core.index.pg.store import PgStore
-from hexlocal_core.index.store import PackageWrite
-from hexlocal_core.index.sync_store import QueueChanges, SyncRow
+from hexlocal_core.index.rows import MemoryText, PackageWrite, QueueChanges, SyncRow
 from hexlocal_core.model import UsageEvent, sha256_text
 from hexlocal_core.search.arms import vector_arm
 from tests.support.helpers import HashingEmbedder, chunk_of, item
@@ -135,7 +133,7 @@ def test_a_model_switch_rebuilds_every_vector_in_one_transaction(store: PgStore)
         new.model_id, [h for h, _ in texts], [new.vector(t) for _, t in texts]
     )
     memory_vector = new.vector("remember this")
-    store.reindex.switch_model(new.model_id, "test", 8, {mid: memory_vector.tobytes()})
+    store.reindex.switch_model(new.model_id, "test", 8, {mid: memory_vector})
 
     config = store.embedding_config()
     assert config is not None and (config.model, config.dims) == ("test:eight", 8)

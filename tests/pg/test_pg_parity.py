@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hexlocal_core.index.chunks import ItemQuery
 from hexlocal_core.index.pg.store import PgStore
+from hexlocal_core.index.rows import ItemQuery
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.search.arms import BM25_WEIGHTS
 from hexlocal_core.search.engine import SearchEngine

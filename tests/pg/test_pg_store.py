@@ -20,7 +20,7 @@ from hexlocal_core.index.pg import vectors
 from hexlocal_core.index.pg.db import connect
 from hexlocal_core.index.pg.migrations import SCHEMA_VERSION
 from hexlocal_core.index.pg.store import PgStore
-from hexlocal_core.index.store import PackageWrite
+from hexlocal_core.index.rows import PackageWrite
 from hexlocal_core.search.arms import vector_arm
 from tests.support.helpers import chunk_of, item
 from tests.support.pg import package_write, store, unit_rows, write_docs
@@ -245,7 +245,7 @@ def test_the_embedding_cache_keeps_every_written_vector(store: PgStore) -> None:
 
 
 def test_exact_lookups_read_as_on_sqlite(store: PgStore) -> None:
-    from hexlocal_core.index.chunks import ItemQuery
+    from hexlocal_core.index.rows import ItemQuery
     from hexlocal_core.model import DocType
 
     items = [

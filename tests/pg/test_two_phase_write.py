@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from hexlocal_core.index.pg.store import PgStore
+from hexlocal_core.index.rows import PackageWrite, VectorRows
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.index.store import PackageWrite, Store, VectorRows
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.model import sha256_text
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.arms import BM25_WEIGHTS

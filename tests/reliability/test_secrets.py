@@ -30,7 +30,7 @@ from hexlocal_core.adapters.github import GitHubIssues
 from hexlocal_core.adapters.http import RetryPolicy
 from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder
 from hexlocal_core.config import Settings
-from hexlocal_core.index.db import connect
+from hexlocal_core.index.sqlite.db import connect
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_mcp import logs
 from hexlocal_mcp.server import create_server

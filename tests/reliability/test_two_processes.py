@@ -26,7 +26,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult, TextContent
 
-from hexlocal_core.index.db import connect
+from hexlocal_core.index.sqlite.db import connect
 from tests.fakes.fake_hex import FakeHex
 from tests.support.harness import consistency
 from tests.support.paths import REPO_ROOT

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pytest
 from attrs import evolve
 
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search import learned_rank
 from hexlocal_core.search.anchor_arm import AnchorEvidence, AnchorRanking

@@ -20,7 +20,7 @@ import pytest
 
 from hexlocal_core.adapters.cross_encoder import build_local_reranker
 from hexlocal_core.errors import ModelError, ModelUnavailable
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import parse_identifier

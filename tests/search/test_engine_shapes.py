@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.search.engine import SearchEngine, plan_query
 from hexlocal_core.search.fusion import rrf
 from hexlocal_core.search.query_shape import Shape

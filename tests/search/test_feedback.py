@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.tuning import SearchTuning
 from tests.support.helpers import HashingEmbedder, chunk_of, item, write_package

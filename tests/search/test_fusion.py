@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.model import Chunk, DocType
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.fusion import (

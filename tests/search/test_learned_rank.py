@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from attrs import evolve
 
-from hexlocal_core.index.chunks import ChunkRow
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.rows import ChunkRow
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.search import learned_rank
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.learned_rank import Candidate, features, learned_order, words

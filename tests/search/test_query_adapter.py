@@ -10,7 +10,7 @@ import pytest
 
 from hexlocal_core.adapters.local_embedder import build_local_embedder
 from hexlocal_core.config import Settings
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.search import engine as engine_module
 from hexlocal_core.search.engine import SearchEngine, plan_query
 from hexlocal_core.search.query_adapter import (

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.query_rewrite import (

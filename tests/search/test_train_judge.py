@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hexlocal_core.adapters.local_embedder import LocalEmbedder
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.ingest.tarball import read_docs_tarball

@@ -29,7 +29,7 @@ from pathlib import Path
 from attrs import frozen
 
 from hexlocal_core.config import Settings
-from hexlocal_core.index.db import connect
+from hexlocal_core.index.sqlite.db import connect
 from tests.support.harness import REPO_ROOT, consistency, service_for
 from tests.support.helpers import HashingEmbedder
 

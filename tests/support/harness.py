@@ -28,7 +28,7 @@ from click.testing import CliRunner, Result
 
 from hexlocal_cli import common
 from hexlocal_core.config import Settings
-from hexlocal_core.index.db import connect, scalar
+from hexlocal_core.index.sqlite.db import connect, scalar
 from hexlocal_core.ports import Embedder
 from hexlocal_core.service import Hexlocal, build
 from tests.fakes.fake_hex import client_for

@@ -16,8 +16,9 @@ import apsw
 import numpy as np
 import pytest
 
-from hexlocal_core.index.db import connect
-from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.index.rows import PackageWrite
+from hexlocal_core.index.sqlite.db import connect
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.model import Chunk, DocItem, DocType
 from hexlocal_core.ports import NoLifecycle, Vectors
 

@@ -17,7 +17,8 @@ import sys
 import time
 
 from hexlocal_core.config import Settings
-from hexlocal_core.index.store import PackageWrite, Store
+from hexlocal_core.index.rows import PackageWrite
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.model import IngestProgress
 from hexlocal_core.service import build
 from tests.fakes.fake_hex import client_for

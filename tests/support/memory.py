@@ -123,7 +123,7 @@ def write_lock(project: Path, pins: dict[str, str]) -> None:
 
 
 def log_rows(service: Hexlocal, request_id: str | None = None) -> list[dict[str, Any]]:
-    from hexlocal_core.index.db import rows
+    from hexlocal_core.index.sqlite.db import rows
 
     sql = "SELECT request_id, action, memory_id, model, reason FROM curation_log"
     if request_id is None:

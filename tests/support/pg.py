@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hexlocal_core.index.pg.store import PgStore
-from hexlocal_core.index.store import PackageWrite
+from hexlocal_core.index.rows import PackageWrite
 from hexlocal_core.model import Chunk
 from tests.support.helpers import HashingEmbedder, chunk_of, item
 

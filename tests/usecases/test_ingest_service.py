@@ -20,7 +20,7 @@ from hexlocal_core.errors import (
     RemoteError,
     VersionNotFound,
 )
-from hexlocal_core.index.db import connect, scalar
+from hexlocal_core.index.sqlite.db import connect, scalar
 from hexlocal_core.ingest.planner import plan_ingest
 from hexlocal_core.mixlock import LockEntry
 from hexlocal_core.model import (

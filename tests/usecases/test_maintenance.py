@@ -15,9 +15,8 @@ import pytest
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import RemoteError, UserInputError
-from hexlocal_core.index.db import scalar
-from hexlocal_core.index.reindex_store import embedded_texts
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.db import scalar
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.service import Hexlocal
 from hexlocal_core.usecases.chunk_diff import compare
 from tests.fakes.fake_hex import FakeHex, settings_for
@@ -283,7 +282,7 @@ async def test_failure_midway_keeps_model_a_and_rerun_uses_the_cache(indexed: Se
     service = service_for(indexed, rerun)
     try:
         store = Store(indexed.database_path)
-        jason_texts = {t for _, t in embedded_texts(store, "jason")}
+        jason_texts = {t for _, t in store.reindex.embedded_texts("jason")}
         store.close()
         nimble = scalar(
             db(service),

@@ -23,7 +23,7 @@ import pytest
 
 from hexlocal_cli.project_docs_cmd import watch_docs
 from hexlocal_core.config import Settings
-from hexlocal_core.index.db import scalar
+from hexlocal_core.index.sqlite.db import scalar
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE
 from hexlocal_core.service import Hexlocal
 from hexlocal_core.usecases.project_docs import ProjectIndexReport

@@ -14,7 +14,7 @@ import pytest
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.index.store import Store
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.model import Hit, PackageState, Phase, SyncState
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.cross_package import fuse_packages, search_many

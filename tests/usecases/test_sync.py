@@ -14,9 +14,9 @@ import pytest
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import NotFound
-from hexlocal_core.index.db import connect, rows, scalar
-from hexlocal_core.index.store import Store
-from hexlocal_core.index.sync_store import SyncRow
+from hexlocal_core.index.rows import SyncRow
+from hexlocal_core.index.sqlite.db import connect, rows, scalar
+from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ingest.beam_sources import find_elixir_lib
 from hexlocal_core.model import IndexedPackage, JobStatus, PackageState, Phase, SyncState
 from hexlocal_core.service import Hexlocal, build

@@ -20,7 +20,8 @@ database through an `Executor` (a `PgSession` is one), with these helpers:
         inside atomic(), else a pooled one for the block (several statements on one
         connection without a transaction).
 
-SQL uses psycopg's placeholders, `%s` or `%(name)s`, never `?`; a literal `%` is written
+SQL uses psycopg's placeholders, `%s` or `%(name)s`, never `?` (a statement both engines
+share is written with `?` and spelt for psycopg by `DIALECT`); a literal `%` is written
 `%%` when params are given. A numpy array passed as a parameter is sent as `vector`
 (pgvector's adapter, registered on every pooled connection).
 
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Self
 
 import psycopg
@@ -44,6 +45,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from hexlocal_core.errors import StoreError
+from hexlocal_core.index.sql import Dialect, Row, SqlRunner
 from hexlocal_core.redact import redact_url, redact_urls
 
 POOL_MIN = 1
@@ -238,3 +240,28 @@ class Executor:
             return
         with self._db.connection() as pooled:
             yield pooled
+
+
+# How PostgreSQL spells what the engines' shared statements leave open (`index/sql.py`):
+# text ordered bytewise as SQLite's BINARY does, lists as one array parameter.
+DIALECT = Dialect(
+    mark="%s",
+    position="strpos",
+    bytewise=' COLLATE "C"',
+    any_true="bool_or",
+    arrays=True,
+    unlimited=None,
+)
+
+
+class PgRunner(SqlRunner):
+    """Shared statements (`index/*_sql.py`) run through an executor, `self._ex`."""
+
+    dialect = DIALECT
+    _ex: Executor
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        return self._ex.fetchall(sql, params)
+
+    def _run(self, sql: str, params: Sequence[Any]) -> None:
+        self._ex.execute(sql, params)

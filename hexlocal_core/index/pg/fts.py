@@ -244,10 +244,7 @@ def rank(
             continue
         if not query.matches({i for i, f in enumerate(row.freqs) if f > 0}):
             continue
-        norm = bm25.K1 * (1 - bm25.B + bm25.B * row.length / avgdl) if avgdl > 0 else bm25.K1
-        score = sum(
-            idf[i] * f * (bm25.K1 + 1) / (f + norm) for i, f in enumerate(row.freqs) if f > 0
-        )
-        scored.append((row.id, -score))
+        terms = ((idf[i], f) for i, f in enumerate(row.freqs) if f > 0)
+        scored.append((row.id, -bm25.score(terms, row.length, avgdl)))
     scored.sort(key=lambda pair: (pair[1], pair[0]))
     return scored[:depth]

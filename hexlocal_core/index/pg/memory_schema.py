@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 from psycopg import Cursor
 
-from hexlocal_core.ports import Vectors
+from hexlocal_core.index.rows import Vector
 
 
 class Executes(Protocol):
@@ -91,23 +92,20 @@ def create_schema(conn: Executes) -> None:
 # -- vectors -------------------------------------------------------------------------------
 
 
-def vector_literal(vector: Vectors | bytes) -> str:
-    """pgvector's text form; a float32 blob (the embedding cache's bytes) is read as such."""
-    if isinstance(vector, bytes):
-        values = np.frombuffer(vector, dtype=np.float32)
-    else:
-        values = np.asarray(vector, dtype=np.float32).reshape(-1)
+def vector_literal(vector: npt.ArrayLike) -> str:
+    """pgvector's text form of one vector (any shape that flattens to its dims)."""
+    values = np.asarray(vector, dtype=np.float32).reshape(-1)
     return "[" + ",".join(repr(v) for v in values.tolist()) + "]"
 
 
-def replace_memory_vectors(conn: Executes, model: str, vectors: Mapping[int, bytes]) -> None:
+def replace_memory_vectors(conn: Executes, model: str, vectors: Mapping[int, Vector]) -> None:
     """For reindex, inside its transaction: every memory vector replaced by `vectors` (of
     `model`), as SQLite's switch does; a memory left out is found by `missing_vectors`."""
     conn.execute("DELETE FROM memory_vecs")
-    for memory_id, blob in vectors.items():
+    for memory_id, vector in vectors.items():
         conn.execute(
             "INSERT INTO memory_vecs (memory_id, embedding) VALUES (%s, %s::vector)",
-            (memory_id, vector_literal(blob)),
+            (memory_id, vector_literal(vector)),
         )
     conn.execute("UPDATE memories SET embed_model = %s", (model,))
 

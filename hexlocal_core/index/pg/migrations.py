@@ -7,7 +7,7 @@ applies a step while the others wait and then find it done. A database newer tha
 last step known here is refused with `SchemaTooNew`. Steps are never edited once
 released: a change is a new step.
 
-Timestamps are TEXT in the ISO form `index.db.utcnow` writes, as on SQLite, so both
+Timestamps are TEXT in the ISO form `index.sql.utcnow` writes, as on SQLite, so both
 engines return the same values. Chunk vectors are not here: they live in one table per
 package (see `pg/vectors.py`), created when the package is written, in the embedder's
 dims. The memory tables are the memory side's (`pg/memory_schema.py`), created by step 1.
@@ -22,9 +22,9 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from hexlocal_core.errors import SchemaTooNew, StoreError
-from hexlocal_core.index.db import utcnow
 from hexlocal_core.index.pg import memory_schema
 from hexlocal_core.index.pg.db import MIGRATION_LOCK
+from hexlocal_core.index.sql import utcnow
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 

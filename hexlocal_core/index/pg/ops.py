@@ -1,5 +1,5 @@
-"""Jobs, the sync queue, reindex and usage on PostgreSQL: the twins of `jobs_store.py`,
-`sync_store.py`, `reindex_store.py` and `usage_store.py`, for servers on several hosts.
+"""Jobs, the sync queue, reindex and usage on PostgreSQL: the twins of `sqlite/ops.py`
+(the statements both share are in `ops_sql.py`), for servers on several hosts.
 
 - A pid means something only on its host, so job and sync rows record the host too, and
   `take_interrupted` judges only this host's rows (another host's are its own to judge).
@@ -14,24 +14,34 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from hexlocal_core.errors import ModelError
-from hexlocal_core.index.db import utcnow
-from hexlocal_core.index.jobs_store import JobRow
-from hexlocal_core.index.pg import chunks as pg_chunks
+from hexlocal_core.index.ops_sql import (
+    CACHED_DIMS,
+    RUNNING_JOBS,
+    SYNC_SELECT,
+    UNCACHED_CHUNKS,
+    JobsSql,
+    ReindexSql,
+    SyncSql,
+    UsageSql,
+    check_final,
+    job_row,
+    switch_dims,
+    sync_row,
+    uncached,
+    usage_values,
+)
 from hexlocal_core.index.pg import memory_schema, vectors
-from hexlocal_core.index.pg.db import EMBEDDING_LOCK, Database, Executor
-from hexlocal_core.index.sync_store import STATUSES, QueueChanges, SyncRow
+from hexlocal_core.index.pg.db import DIALECT, EMBEDDING_LOCK, Database, Executor, PgRunner
+from hexlocal_core.index.rows import JobRow, QueueChanges, SyncRow, Vector
+from hexlocal_core.index.sql import utcnow
 from hexlocal_core.model import UsageEvent
 
 log = logging.getLogger("hexlocal.store")
@@ -47,7 +57,7 @@ def server_id() -> str:
 # -- ingestion jobs ------------------------------------------------------------------------
 
 
-class PgJobs:
+class PgJobs(JobsSql, PgRunner):
     def __init__(self, ex: Executor) -> None:
         self._ex = ex
 
@@ -61,26 +71,11 @@ class PgJobs:
             )
         )
 
-    def close_job(
-        self, row_id: int, *, done: bool, progress: Mapping[str, Any], error: str | None
-    ) -> None:
-        self._ex.execute(
-            "UPDATE ingest_jobs SET status = %s, finished_at = %s, progress = %s, error = %s"
-            " WHERE id = %s",
-            ("done" if done else "failed", utcnow(), json.dumps(dict(progress)), error, row_id),
-        )
-
     def take_interrupted(self, alive: Callable[[int], bool]) -> list[JobRow]:
         """Jobs of this host left 'running' by a process that no longer exists, marked
         failed and returned (each to one caller, should two servers of the host ask)."""
-        found = [
-            JobRow(int(r[0]), r[1], r[2], r[3], r[4])
-            for r in self._ex.fetchall(
-                "SELECT id, package, version, source, pid FROM ingest_jobs"
-                " WHERE status = 'running' AND host = %s ORDER BY id",
-                (HOST,),
-            )
-        ]
+        sql = RUNNING_JOBS + " AND host = ? ORDER BY id"
+        found = [job_row(r) for r in self._select(sql, (HOST,))]
         gone = [row for row in found if not (row.pid and alive(int(row.pid)))]
         if not gone:
             return []
@@ -95,37 +90,17 @@ class PgJobs:
 
 # -- the sync queue ------------------------------------------------------------------------
 
-_SYNC_SELECT = "SELECT package, version, kind, status, seq, reason, retry, pid FROM sync_queue"
 
-
-def _sync_row(r: Sequence[Any]) -> SyncRow:
-    package, version, kind, status, seq, reason, retry, pid = r
-    return SyncRow(
-        package=str(package),
-        version=str(version),
-        kind=str(kind),
-        status=str(status),
-        seq=int(seq),
-        reason=None if reason is None else str(reason),
-        retry=bool(retry),
-        pid=None if pid is None else int(pid),
-    )
-
-
-class PgSync:
+class PgSync(SyncSql, PgRunner):
     def __init__(self, ex: Executor) -> None:
         self._ex = ex
-
-    def all_rows(self) -> dict[str, SyncRow]:
-        found = self._ex.fetchall(_SYNC_SELECT + ' ORDER BY seq, package COLLATE "C"')
-        return {row.package: row for row in map(_sync_row, found)}
 
     def update_queue(self, decide: Callable[[dict[str, SyncRow]], QueueChanges]) -> None:
         """Reads the queue, lets `decide` (pure) say what changes, writes it: one
         transaction holding off other writers (claims included) from read to write."""
         with self._ex.atomic() as ex:
             ex.execute("LOCK TABLE sync_queue IN SHARE ROW EXCLUSIVE MODE")
-            current = {r.package: r for r in map(_sync_row, ex.fetchall(_SYNC_SELECT))}
+            current = {r.package: r for r in map(sync_row, ex.fetchall(SYNC_SELECT))}
             changes = decide(current)
             for name in changes.delete:
                 ex.execute("DELETE FROM sync_queue WHERE package = %s", (name,))
@@ -171,37 +146,21 @@ class PgSync:
         retry: bool = True,
     ) -> None:
         """Ends this process's claim on a row: done, failed (with why), or queued again."""
-        if status not in STATUSES or status == "running":
-            raise ValueError(f"not a final sync status: {status!r}")
+        check_final(status)
         self._ex.execute(
             "UPDATE sync_queue SET status = %s, version = coalesce(%s, version), reason = %s,"
             " retry = %s, pid = NULL, host = NULL, updated_at = %s WHERE package = %s",
             (status, version, reason, retry, utcnow(), package),
         )
 
-    def note_waiting(self, reason: str | None) -> None:
-        """Records why the queued rows wait (no embedder, another model), or clears it."""
-        self._ex.execute(
-            "UPDATE sync_queue SET reason = %s, updated_at = %s WHERE status = 'queued'",
-            (reason, utcnow()),
-        )
-
 
 # -- reindex -------------------------------------------------------------------------------
 
 
-class PgReindex:
+class PgReindex(ReindexSql, PgRunner):
     def __init__(self, db: Database) -> None:
         self._db = db
         self._ex = Executor(db)
-
-    def embedded_texts(self, package: str) -> list[tuple[str, str]]:
-        """(embed_hash, text embedded) for a package's chunks, rebuilt from the stored rows."""
-        return [(h, text) for _, h, text, _ in pg_chunks.embedding_rows(self._ex, package)]
-
-    def memory_texts(self) -> list[tuple[int, str]]:
-        found = self._ex.fetchall("SELECT id, text FROM memories ORDER BY id")
-        return [(int(r[0]), str(r[1])) for r in found]
 
     def cache_vectors(
         self, model: str, hashes: Sequence[str], vectors_: Sequence[npt.ArrayLike]
@@ -221,7 +180,7 @@ class PgReindex:
             )
 
     def switch_model(
-        self, model: str, provider: str, dims: int, memory_vectors: Mapping[int, bytes]
+        self, model: str, provider: str, dims: int, memory_vectors: Mapping[int, Vector]
     ) -> None:
         """One transaction: vector tables rebuilt from the cache, the new model recorded.
 
@@ -230,18 +189,12 @@ class PgReindex:
         with self._db.transaction() as conn:
             # Exclusive: waits for ingests writing vectors, and holds new ones off.
             conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", EMBEDDING_LOCK)
-            row = conn.execute(
-                "SELECT count(*) FROM chunks c LEFT JOIN embed_cache e ON e.model = %s"
-                " AND e.text_hash = c.embed_hash WHERE e.text_hash IS NULL",
-                (model,),
-            ).fetchone()
+            row = conn.execute(DIALECT.sql(UNCACHED_CHUNKS), (model,)).fetchone()
             missing = int(row[0]) if row else 0
             if missing:
-                raise ModelError(
-                    f"{missing} chunks have no vector under {model} (a package was indexed "
-                    "meanwhile); nothing was switched. Run `hexlocal reindex` again."
-                )
-            dims = _dims_of(conn, model, memory_vectors) or dims
+                raise uncached(missing, model)
+            cached = conn.execute(DIALECT.sql(CACHED_DIMS), (model,)).fetchone()
+            dims = switch_dims(cached[0] if cached else None, memory_vectors) or dims
             vectors.drop_all(conn)
             if not dims:
                 # Nothing to embed and a model that learns its dimension on first use:
@@ -266,20 +219,10 @@ class PgReindex:
         log.info("index switched to %s at %s", model, utcnow())
 
 
-def _dims_of(conn: Any, model: str, memory_vectors: Mapping[int, bytes]) -> int:
-    """The dimension the vectors really have (an API embedder learns its own on first use)."""
-    row = conn.execute("SELECT dims FROM embed_cache WHERE model = %s LIMIT 1", (model,)).fetchone()
-    if row and row[0]:
-        return int(row[0])
-    for blob in memory_vectors.values():
-        return len(blob) // 4
-    return 0
-
-
 # -- usage ---------------------------------------------------------------------------------
 
 
-class PgUsage:
+class PgUsage(UsageSql, PgRunner):
     """Records every model call; a failed write is logged, never raised into the caller."""
 
     def __init__(self, ex: Executor, server: str) -> None:
@@ -287,47 +230,11 @@ class PgUsage:
         self.server = server  # who records: HEXLOCAL_SERVER_ID, or host:pid
 
     def record(self, event: UsageEvent) -> None:
-        at = event.at or datetime.now(UTC)
         try:
             self._ex.execute(
                 "INSERT INTO usage_events(at, model, kind, prompt_tokens, completion_tokens,"
                 " total_tokens, success, local, server) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                (
-                    at.astimezone(UTC).isoformat(timespec="microseconds"),
-                    event.model,
-                    event.kind,
-                    event.prompt_tokens,
-                    event.completion_tokens,
-                    event.total_tokens,
-                    event.success,
-                    event.local,
-                    self.server,
-                ),
+                (*usage_values(event), self.server),
             )
         except Exception:  # noqa: BLE001 - accounting must not break a search
             log.exception("could not record a usage event")
-
-    def events(self, start: date, end: date) -> list[UsageEvent]:
-        """Events of every server from the start of `start` to the end of `end` (UTC days,
-        inclusive)."""
-        lo = datetime.combine(start, datetime.min.time(), UTC).isoformat(timespec="microseconds")
-        hi = datetime.combine(end + timedelta(days=1), datetime.min.time(), UTC).isoformat(
-            timespec="microseconds"
-        )
-        found = self._ex.fetchall(
-            "SELECT at, model, kind, prompt_tokens, completion_tokens, success, local"
-            " FROM usage_events WHERE at >= %s AND at < %s ORDER BY at, id",
-            (lo, hi),
-        )
-        return [
-            UsageEvent(
-                model=model,
-                kind=kind,
-                prompt_tokens=prompt,
-                completion_tokens=completion,
-                success=bool(success),
-                local=bool(local),
-                at=datetime.fromisoformat(at),
-            )
-            for at, model, kind, prompt, completion, success, local in found
-        ]

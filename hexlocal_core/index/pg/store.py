@@ -1,4 +1,5 @@
-"""The docs index on PostgreSQL + pgvector (team mode): `seam.DocsStore`, like `store.Store`.
+"""The docs index on PostgreSQL + pgvector (team mode): `seam.DocsStore`, the twin of
+`sqlite/store.py` (the reads both answer alike are `store_sql.StoreSql`'s).
 
 Several hexlocal servers, on several hosts, share one database. What that changes from
 the SQLite store, which one user's processes share:
@@ -18,7 +19,6 @@ the SQLite store, which one user's processes share:
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -26,27 +26,38 @@ import numpy as np
 import psycopg
 
 from hexlocal_core.errors import StoreError
-from hexlocal_core.index.chunks import CHUNK_WRITE_COLUMNS, ChunkRow, chunk_values
-from hexlocal_core.index.db import utcnow
-from hexlocal_core.index.pg import chunks as pg_chunks
 from hexlocal_core.index.pg import db as pg_db
 from hexlocal_core.index.pg import fts, vectors
-from hexlocal_core.index.pg.db import EMBEDDING_LOCK, INGEST_SPACE, WRITE_SPACE, Database, Executor
+from hexlocal_core.index.pg.chunks import PgChunkReads
+from hexlocal_core.index.pg.db import (
+    DIALECT,
+    EMBEDDING_LOCK,
+    INGEST_SPACE,
+    WRITE_SPACE,
+    Database,
+    Executor,
+    PgRunner,
+)
 from hexlocal_core.index.pg.memories import PgMemoryQueries
 from hexlocal_core.index.pg.migrations import SCHEMA_VERSION, migrate
 from hexlocal_core.index.pg.ops import PgJobs, PgReindex, PgSync, PgUsage
 from hexlocal_core.index.pg.ops import server_id as server_id_default
-from hexlocal_core.index.store import (
-    PACKAGE_SELECT,
-    EmbeddingConfig,
-    PackageMeta,
-    PackageWrite,
-    Unembedded,
-    VectorRows,
-    to_package,
+from hexlocal_core.index.rows import ChunkRow, EmbeddingConfig, PackageWrite, VectorRows
+from hexlocal_core.index.sql import utcnow
+from hexlocal_core.index.store_sql import (
+    CHUNK_WRITE_COLUMNS,
+    EMBEDDING_CONFIG,
+    MARK_COMPLETE,
+    PACKAGE_EXISTS,
+    PACKAGE_WRITE_COLUMNS,
+    STATUS_AT,
+    StoreSql,
+    chunk_values,
+    embedding_config_row,
+    package_values,
 )
 from hexlocal_core.index.tokens import split_terms
-from hexlocal_core.model import Chunk, IndexedPackage
+from hexlocal_core.model import Chunk
 from hexlocal_core.ports import Vectors
 from hexlocal_core.redact import redact_url
 
@@ -57,12 +68,8 @@ _CHUNK_INSERT_COLUMNS = f"id, {CHUNK_WRITE_COLUMNS}, tsv, token_count"
 
 
 def read_embedding_config(ex: Connection | Executor) -> EmbeddingConfig | None:
-    row = ex.execute(
-        "SELECT model, dims, provider, recorded_at FROM embedding_config WHERE id = 1"
-    ).fetchone()
-    if row is None:
-        return None
-    return EmbeddingConfig(str(row[0]), int(row[1]), str(row[2]), str(row[3]))
+    row = ex.execute(EMBEDDING_CONFIG).fetchone()
+    return None if row is None else embedding_config_row(row)
 
 
 def claim_embedding(ex: Connection | Executor, model: str, dims: int, provider: str) -> None:
@@ -93,7 +100,7 @@ class PgSession(Executor):
 
     def __init__(self, db: Database) -> None:
         super().__init__(db)
-        self.chunks = pg_chunks.PgChunkReads(self)
+        self.chunks = PgChunkReads(self)
         self.memories = PgMemoryQueries(self)
 
     def claim_embedding(self, model: str, dims: int, provider: str) -> None:
@@ -115,7 +122,7 @@ class PgIngestClaim:
         self._conn.close()
 
 
-class PgStore:
+class PgStore(StoreSql, PgRunner):
     """The docs index in one PostgreSQL database (`DATABASE_URL`)."""
 
     def __init__(self, url: str, *, server_id: str = "") -> None:
@@ -190,27 +197,11 @@ class PgStore:
 
     # -- embedding identity --------------------------------------------------------------
 
-    def embedding_config(self) -> EmbeddingConfig | None:
-        return read_embedding_config(self._ex)
-
     def vector_tables_exist(self) -> bool:
         """Whether an embedder's dims are known (SQLite: the vec0 tables exist)."""
         return bool(self._ex.scalar("SELECT EXISTS (SELECT 1 FROM embedding_config)"))
 
     # -- packages ------------------------------------------------------------------------
-
-    def package(self, name: str) -> IndexedPackage | None:
-        row = self._ex.fetchone(PACKAGE_SELECT + " WHERE name = %s", (name,))
-        return None if row is None else to_package(row)
-
-    def packages(self) -> list[IndexedPackage]:
-        found = self._ex.fetchall(PACKAGE_SELECT + ' ORDER BY name COLLATE "C"')
-        return [to_package(r) for r in found]
-
-    def package_meta(self, name: str) -> PackageMeta:
-        """How the package was ingested (every field None when it is not indexed)."""
-        row = self._ex.fetchone("SELECT docs_html_url, meta FROM packages WHERE name = %s", (name,))
-        return PackageMeta() if row is None else PackageMeta.from_stored(row[0], row[1])
 
     def replace_package(self, write: PackageWrite) -> list[int]:
         """Write a package version, replacing any other version, in one transaction; the
@@ -222,24 +213,11 @@ class PgStore:
         with self._db.transaction() as conn:
             _lock_package(conn, write.name)
             _delete_package_rows(conn, write.name)
+            values = (*package_values(write), tokens)
             conn.execute(
-                "INSERT INTO packages(name, version, source, status, ingested_at,"
-                " chunker_version, item_count, chunk_count, embed_model, docs_html_url, meta,"
-                " token_count) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    write.name,
-                    write.version,
-                    write.source,
-                    "partial" if write.vectors is None else "complete",
-                    utcnow(),
-                    write.chunker_version,
-                    write.item_count,
-                    len(write.chunks),
-                    write.embed_model,
-                    write.docs_html_url,
-                    json.dumps(write.meta or {}),
-                    tokens,
-                ),
+                f"INSERT INTO packages({PACKAGE_WRITE_COLUMNS}, token_count)"
+                f" VALUES ({', '.join(['%s'] * len(values))})",
+                values,
             )
             ids = _allocate_ids(conn, len(rows))
             with conn.cursor().copy(f"COPY chunks ({_CHUNK_INSERT_COLUMNS}) FROM STDIN") as copy:
@@ -267,15 +245,9 @@ class PgStore:
                 _add_vectors(conn, rows, vecs)
         return True
 
-    def unembedded(self, name: str, version: str) -> Unembedded | None:
-        """The chunks of 'partial' `name` `version` that have no vector yet; None unless the
-        index holds that version, partial."""
-        package = self.package(name)
-        if package is None or package.version != version or package.complete:
-            return None
+    def _embedded_ids(self, package: str) -> set[int]:
         with self._ex.connection() as conn:
-            have = vectors.stored_ids(conn, name)
-        return Unembedded.of(package, pg_chunks.embedding_rows(self._ex, name), have)
+            return vectors.stored_ids(conn, package)
 
     def mark_complete(self, name: str, version: str) -> bool:
         """The 'partial' package version has all its vectors (its HNSW index is built now,
@@ -287,13 +259,13 @@ class PgStore:
                 return status == "complete"
             if vectors.exists(conn, name):
                 vectors.index(conn, name)
-            conn.execute("UPDATE packages SET status = 'complete' WHERE name = %s", (name,))
+            conn.execute(DIALECT.sql(MARK_COMPLETE), (name,))
         return True
 
     def delete_package(self, name: str) -> bool:
         with self._db.transaction() as conn:
             _lock_package(conn, name)
-            existed = conn.execute("SELECT 1 FROM packages WHERE name = %s", (name,)).fetchone()
+            existed = conn.execute(DIALECT.sql(PACKAGE_EXISTS), (name,)).fetchone()
             _delete_package_rows(conn, name)
         return existed is not None
 
@@ -314,22 +286,9 @@ class PgStore:
                     found[str(text_hash)] = np.asarray(vector, dtype=np.float32)
         return found
 
-    # -- reads for search ----------------------------------------------------------------
-
-    def stored_hashes(self, package: str) -> list[tuple[str, int, str]]:
-        """(ref, ordinal, content_hash) of every stored chunk of a package, for drift."""
-        found = self._ex.fetchall(
-            "SELECT ref, ordinal, content_hash FROM chunks WHERE package = %s ORDER BY id",
-            (package,),
-        )
-        return [(str(r[0]), int(r[1]), str(r[2])) for r in found]
-
-    def chunk_count(self) -> int:
-        return int(self._ex.scalar("SELECT count(*) FROM chunks") or 0)
-
     def hydrate(self, ids: Sequence[int]) -> list[ChunkRow]:
         """Rows for the ids, in the order given; ids not stored are left out."""
-        return pg_chunks.hydrate(self._ex, ids)
+        return PgChunkReads(self._ex).hydrate(ids)
 
 
 def _chunk_values(package: str, chunk: Chunk) -> tuple[Any, ...]:
@@ -363,9 +322,7 @@ def _add_vectors(conn: Connection, rows: VectorRows, vecs: Vectors) -> None:
 
 def _status_at(conn: Connection, name: str, version: str) -> str | None:
     """'partial' or 'complete' if the index holds this version of the package, else None."""
-    found = conn.execute(
-        "SELECT status FROM packages WHERE name = %s AND version = %s", (name, version)
-    ).fetchone()
+    found = conn.execute(DIALECT.sql(STATUS_AT), (name, version)).fetchone()
     return None if found is None else str(found[0])
 
 

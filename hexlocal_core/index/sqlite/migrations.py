@@ -5,7 +5,7 @@ are never edited once released: a change is a new step. A database whose version
 than the last step known here is refused with `SchemaTooNew`.
 
 Vector tables (vec0) are not here: their dimension is the embedder's, known only at the
-first ingest (see `store.ensure_vector_tables`).
+first ingest (see `store.Store.claim_embedding`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import apsw
 
 from hexlocal_core.errors import SchemaTooNew, StoreError
-from hexlocal_core.index.db import atomic, scalar
+from hexlocal_core.index.sqlite.db import atomic, scalar
 from hexlocal_core.index.tokens import FTS_TOKENIZER
 
 

@@ -1,8 +1,9 @@
-"""The vector codec and the vec0 DDL: how a vector is stored, written down once.
+"""The vector codec, the vec0 DDL and the model the vectors come from, written down once.
 
 sqlite-vec reads a float32 little-endian blob; the embedding cache stores the same bytes, so
-a cached vector goes into vec0 unchanged. The vec0 tables are created at the first ingest
-because their dimension is the embedder's, known only from its output.
+a cached vector goes into vec0 unchanged. Vectors reach the engine as numpy arrays and
+leave it as numpy arrays: the blob never crosses the seam. The vec0 tables are created at
+the first ingest because their dimension is the embedder's, known only from its output.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Sequence
 import apsw
 import numpy as np
 import numpy.typing as npt
+
+from hexlocal_core.index.sql import utcnow
 
 CHUNK_VEC_TABLE = "chunk_vecs"
 MEMORY_VEC_TABLE = "memory_vecs"
@@ -71,6 +74,15 @@ def drop_vector_tables(conn: apsw.Connection) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {MEMORY_VEC_TABLE}")
 
 
+def record_embedding(conn: apsw.Connection, model: str, dims: int, provider: str) -> None:
+    """The index's vectors come from `model` (no model was recorded before)."""
+    conn.execute(
+        "INSERT INTO embedding_config(id, model, dims, provider, recorded_at)"
+        " VALUES (1, ?, ?, ?, ?)",
+        (model, dims, provider, utcnow()),
+    )
+
+
 __all__ = [
     "CHUNK_VEC_TABLE",
     "MEMORY_VEC_TABLE",
@@ -78,4 +90,5 @@ __all__ = [
     "decode_vector",
     "drop_vector_tables",
     "encode_vector",
+    "record_embedding",
 ]

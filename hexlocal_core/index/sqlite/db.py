@@ -12,15 +12,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import apsw
 
 from hexlocal_core.errors import StoreError
-from hexlocal_core.index import bm25
+from hexlocal_core.index.sql import Dialect, Row, SqlRunner
+from hexlocal_core.index.sqlite import fts
 
 log = logging.getLogger("hexlocal.db")
 
@@ -29,30 +29,35 @@ BULK_CACHE_KIB = 65_536  # measured: 100k-vector loads 23 s -> 2 s with a 64 MiB
 
 
 class Connected(Protocol):
-    """What the statement modules need of the store: this thread's connection.
+    """What the statement classes need of the store: this thread's connection.
 
-    A Protocol here, not the Store, so `jobs_store`, `sync_store`, ... do not import the
-    module that imports them.
+    A Protocol here, not the Store, so `ops.py` does not import the module that imports it.
     """
 
     @property
     def conn(self) -> apsw.Connection: ...
 
 
-class EmbeddingOwner(Connected, Protocol):
-    """A store that records which model its vectors come from (`store.Store`)."""
-
-    def claim_embedding(
-        self, conn: apsw.Connection, model: str, dims: int, provider: str
-    ) -> None: ...
-
-    def switch_embedding(
-        self, conn: apsw.Connection, model: str, dims: int, provider: str
-    ) -> None: ...
+# How SQLite spells what the engines' shared statements leave open (`index/sql.py`).
+DIALECT = Dialect(
+    mark="?", position="instr", bytewise="", any_true="max", arrays=False, unlimited=-1
+)
 
 
-def utcnow() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+class SqliteRunner(SqlRunner):
+    """Shared statements (`index/*_sql.py`) run on this thread's connection, `self.conn`."""
+
+    dialect = DIALECT
+
+    @property
+    def conn(self) -> apsw.Connection:
+        raise NotImplementedError
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        return list(self.conn.execute(sql, params))
+
+    def _run(self, sql: str, params: Sequence[Any]) -> None:
+        self.conn.execute(sql, params)
 
 
 def _load_vec(conn: apsw.Connection) -> None:
@@ -91,7 +96,7 @@ def connect(path: Path | str, *, readonly: bool = False) -> apsw.Connection:
         conn.execute(pragma)
     if not readonly and target != ":memory:":
         _set_wal(conn)
-    bm25.register(conn)
+    fts.register(conn)
     return conn
 
 
