@@ -54,14 +54,10 @@ from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
 from hexlocal_core.index.seam import DocsStore  # noqa: E402
 from hexlocal_core.index.store import PackageWrite, Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
-from hexlocal_core.ingest.pipeline import (  # noqa: E402
-    IndexRequest,
-    embed_with_cache,
-    index_items,
-    provider_of,
-)
+from hexlocal_core.ingest.pipeline import IndexRequest, embed_with_cache, index_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.model import IngestProgress, Phase, VersionSource  # noqa: E402
+from hexlocal_core.model_guard import provider_of  # noqa: E402
 from hexlocal_core.ports import Embedder  # noqa: E402
 from hexlocal_core.service import Hexlocal, build, open_store  # noqa: E402
 from hexlocal_core.versions.semver import try_parse_version  # noqa: E402

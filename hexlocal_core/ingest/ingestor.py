@@ -18,13 +18,7 @@ from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError, Store
 from hexlocal_core.index.seam import DocsStore, IngestClaim
 from hexlocal_core.index.store import Unembedded
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.ingest.pipeline import (
-    IndexRequest,
-    ProgressFn,
-    finish_stored,
-    in_worker,
-    index_items,
-)
+from hexlocal_core.ingest.pipeline import IndexRequest, ProgressFn, finish_stored, index_items
 from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
 from hexlocal_core.ingest.sources import compiled_ebin, read_plan, with_usage_rules
 from hexlocal_core.model import (
@@ -36,6 +30,7 @@ from hexlocal_core.model import (
     VersionSource,
 )
 from hexlocal_core.ports import Embedder, HexRegistry, serves_index
+from hexlocal_core.threads import in_worker
 from hexlocal_core.versions import ELIXIR_APPS
 
 # How often a process waiting on another's claim (a file lock, or PostgreSQL's advisory lock)

@@ -32,9 +32,10 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import NotFound, UserInputError, VersionNotFound
 from hexlocal_core.ingest.beam import BeamItems, items_from_beam_dir, items_from_chunk_dir
 from hexlocal_core.ingest.otp_links import otp_link
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
+from hexlocal_core.ingest.pipeline import IndexRequest
 from hexlocal_core.model import Notice, ResolvedVersion, SourceKind, VersionSource
 from hexlocal_core.ports import OtpDocsSource
+from hexlocal_core.threads import in_worker
 from hexlocal_core.untrusted import clip
 from hexlocal_core.versions.otp import (
     OTP_APPS,

@@ -14,10 +14,11 @@ from pathlib import Path
 from attrs import evolve
 
 from hexlocal_core.errors import IngestError, NotFound, RemoteError, VersionNotFound
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
+from hexlocal_core.ingest.pipeline import IndexRequest
 from hexlocal_core.ingest.planner import IngestPlan
 from hexlocal_core.model import Notice, Phase, ResolvedVersion, SourceKind
 from hexlocal_core.ports import HexRegistry
+from hexlocal_core.threads import in_worker
 from hexlocal_core.versions import ELIXIR_APPS, explain_missing_docs
 
 log = logging.getLogger("hexlocal.sources")

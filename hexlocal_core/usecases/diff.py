@@ -29,10 +29,10 @@ from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT, MAX_DIFF_LIMIT, MAX_DIFF_OF
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.exdoc_search import parse_ref
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource, sha256_text
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.screening import screen_values
+from hexlocal_core.threads import in_worker
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,

@@ -9,12 +9,12 @@ from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import JobStatus, Notice, SearchResult, VersionSource
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import Identifier, parse_identifier, similar_titles
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.ingest import Indexing, Prepared
 from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.locate import OTP_ALIASES, Locator, ModuleTable, otp_table

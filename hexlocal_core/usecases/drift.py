@@ -16,9 +16,10 @@ from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import HexlocalError, UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
+from hexlocal_core.ingest.pipeline import IndexRequest
 from hexlocal_core.ingest.sources import beam_request
 from hexlocal_core.model import IndexedPackage, ResolvedVersion, SourceKind, VersionSource
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.chunk_diff import ChunkDiff, compare
 from hexlocal_core.usecases.project_docs import project_request
 

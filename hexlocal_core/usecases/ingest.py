@@ -19,7 +19,6 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
 from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
 from hexlocal_core.ingest.otp_source import is_otp_app
-from hexlocal_core.ingest.pipeline import in_worker, model_guard
 from hexlocal_core.ingest.project_code import own_app
 from hexlocal_core.model import (
     IndexedPackage,
@@ -31,8 +30,10 @@ from hexlocal_core.model import (
     ResolvedVersion,
     VersionSource,
 )
+from hexlocal_core.model_guard import model_guard
 from hexlocal_core.ports import Embedder, HexRegistry
 from hexlocal_core.search import notices
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diagnostics import model_missing
 from hexlocal_core.usecases.prepare_plan import (
     AnswerFromChunks,

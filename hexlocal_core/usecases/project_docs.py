@@ -16,13 +16,14 @@ from hexlocal_core.chunk import chunk_items
 from hexlocal_core.errors import ModelError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE, PROJECT_VERSION, scan_markdown
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker, index_items
-from hexlocal_core.ingest.pipeline import model_guard as guard
+from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice, SearchResult, SourceKind
+from hexlocal_core.model_guard import model_guard as guard
 from hexlocal_core.ports import Embedder
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.chunk_diff import compare
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.local_sources import own_location

@@ -17,13 +17,13 @@ import attrs
 
 from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.notices import keyword_only
 from hexlocal_core.search.tuning import MODES
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diagnostics import model_missing
 from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.sync import Syncer

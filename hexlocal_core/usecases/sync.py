@@ -30,9 +30,9 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.ingest.jobs import alive
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import IngestProgress, JobStatus, Notice, PackageState, SyncState
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.sync_plan import (
     PROJECT_KIND,

@@ -28,9 +28,9 @@ from attrs import frozen
 
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.ports import HexRegistry, ReleaseRequirements
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diff import ApiEntry, ChangeKind, _entry_key, api_entries, diff_entries
 from hexlocal_core.usecases.upgrade_changelog import (
     ChangelogVersion,
