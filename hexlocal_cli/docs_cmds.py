@@ -7,7 +7,7 @@ service decides versions, indexing and ranking.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -16,7 +16,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from hexlocal_cli import common
 from hexlocal_core import bounds
-from hexlocal_core.model import IngestProgress
+from hexlocal_core.model import IngestProgress, ProgressFn
 
 if TYPE_CHECKING:
     from hexlocal_core.model import IngestReport, SearchResult
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 EXCERPT_CHARS = 600
 MODES = ("rerank", "rrf", "fts", "vector")
-
-ProgressFn = Callable[[IngestProgress], None]
 
 
 # -- progress -----------------------------------------------------------------------------

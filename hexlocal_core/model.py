@@ -7,7 +7,7 @@ results; only failures the caller must act on are exceptions (see `errors.py`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -281,6 +281,13 @@ class IngestProgress:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "phase": str(self.phase)}
+
+
+# A job's listener: called with each IngestProgress, from the event loop.
+ProgressFn = Callable[[IngestProgress], None]
+# A model download's: (message, bytes done, bytes total or 0 when the hub did not say),
+# called from the download's worker thread.
+DownloadProgress = Callable[[str, int, int], None]
 
 
 @frozen

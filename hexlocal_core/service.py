@@ -9,7 +9,7 @@ exposes no internals: a face that needs a fact asks a method (`diagnostics()`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +18,11 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import HexlocalError, StoreError
 from hexlocal_core.index.seam import DocsStore, UsageRecords
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
-from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.otp_source import OtpSource, otp_paths
 from hexlocal_core.memory.service import MemoryPorts, MemoryService
 from hexlocal_core.model import (
     Diagnostics,
+    DownloadProgress,
     IndexedPackage,
     IngestReport,
     IssueHit,
@@ -30,6 +30,7 @@ from hexlocal_core.model import (
     Memory,
     Notice,
     PackageState,
+    ProgressFn,
     SearchResult,
 )
 from hexlocal_core.ports import (
@@ -67,9 +68,6 @@ if TYPE_CHECKING:
     from hexlocal_core.usecases.reindex import ReindexPlan, ReindexProgress, ReindexReport
 
 log = logging.getLogger("hexlocal.service")
-
-# (message, bytes done, bytes total or 0): a local model's download, called from its thread.
-DownloadProgress = Callable[[str, int, int], None]
 
 
 class Hexlocal:

@@ -21,7 +21,7 @@ import numpy as np
 from attrs import frozen
 
 from hexlocal_core.adapters import model_sources, onnx_build
-from hexlocal_core.adapters.hub import HubConfig, ProgressFn
+from hexlocal_core.adapters.hub import HubConfig
 from hexlocal_core.adapters.model_fetch import Fetcher, FetchState
 from hexlocal_core.adapters.onnx_runtime import (
     IntArray,
@@ -34,7 +34,7 @@ from hexlocal_core.adapters.onnx_runtime import (
 )
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import ModelError
-from hexlocal_core.model import UsageEvent
+from hexlocal_core.model import DownloadProgress, UsageEvent
 from hexlocal_core.ports import UsageSink
 
 log = logging.getLogger("hexlocal.adapters.cross_encoder")
@@ -299,7 +299,7 @@ def build_local_reranker(
     usage: UsageSink | None = None,
     *,
     options: RerankerOptions | None = None,
-    progress: ProgressFn | None = None,
+    progress: DownloadProgress | None = None,
     hub: HubConfig | None = None,
 ) -> LocalCrossEncoder | None:
     """The reranker the settings ask for, or None when AI_RERANK_MODEL is off.

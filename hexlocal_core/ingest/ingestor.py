@@ -18,7 +18,7 @@ from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError, Store
 from hexlocal_core.index.seam import DocsStore, IngestClaim
 from hexlocal_core.index.store import Unembedded
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.ingest.pipeline import IndexRequest, ProgressFn, finish_stored, index_items
+from hexlocal_core.ingest.pipeline import IndexRequest, finish_stored, index_items
 from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
 from hexlocal_core.ingest.sources import compiled_ebin, read_plan, with_usage_rules
 from hexlocal_core.model import (
@@ -26,6 +26,7 @@ from hexlocal_core.model import (
     IngestProgress,
     IngestReport,
     Phase,
+    ProgressFn,
     ResolvedVersion,
     VersionSource,
 )

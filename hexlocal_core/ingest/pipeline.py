@@ -32,6 +32,7 @@ from hexlocal_core.model import (
     IngestReport,
     Notice,
     Phase,
+    ProgressFn,
     sha256_text,
 )
 from hexlocal_core.model_guard import provider_of
@@ -39,8 +40,6 @@ from hexlocal_core.ports import Embedder, Vectors
 from hexlocal_core.threads import in_worker
 
 log = logging.getLogger("hexlocal.ingest")
-
-ProgressFn = Callable[[IngestProgress], None]
 
 
 @frozen

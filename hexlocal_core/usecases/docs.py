@@ -7,9 +7,8 @@ from attrs import evolve
 from hexlocal_core.bounds import check_limit, check_query
 from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.model import JobStatus, Notice, SearchResult, VersionSource
+from hexlocal_core.model import JobStatus, Notice, ProgressFn, SearchResult, VersionSource
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome

@@ -17,7 +17,7 @@ from hexlocal_core.cancel import IngestCancelled
 from hexlocal_core.errors import HexlocalError, ModelError, ModelUnavailable, RemoteError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
-from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
+from hexlocal_core.ingest.jobs import Job, JobRegistry, interrupted_jobs
 from hexlocal_core.ingest.otp_source import is_otp_app
 from hexlocal_core.ingest.project_code import own_app
 from hexlocal_core.model import (
@@ -27,6 +27,7 @@ from hexlocal_core.model import (
     JobStatus,
     Notice,
     Phase,
+    ProgressFn,
     ResolvedVersion,
     VersionSource,
 )

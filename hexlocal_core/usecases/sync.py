@@ -31,7 +31,14 @@ from hexlocal_core.index.sync_store import QueueChanges, SyncRow
 from hexlocal_core.ingest.jobs import alive
 from hexlocal_core.ingest.otp_source import OtpSource
 from hexlocal_core.ingest.project_code import own_apps
-from hexlocal_core.model import IngestProgress, JobStatus, Notice, PackageState, SyncState
+from hexlocal_core.model import (
+    IngestProgress,
+    JobStatus,
+    Notice,
+    PackageState,
+    ProgressFn,
+    SyncState,
+)
 from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.sync_plan import (
@@ -383,7 +390,7 @@ class Syncer:
         finally:
             self._listeners.remove(listener)
 
-    def _relay(self, row: SyncRow) -> Callable[[IngestProgress], None]:
+    def _relay(self, row: SyncRow) -> ProgressFn:
         def relay(p: IngestProgress) -> None:
             job = JobStatus(
                 row.package,
