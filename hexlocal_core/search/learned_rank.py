@@ -1,11 +1,11 @@
 """A learned linear ranking of the fused pool, fused back with the fused order.
 
 The arms and their fusion see ranks; they do not see what a chunk is. Twenty-one features
-of each of the first `DEPTH` fused candidates (the arms' ranks and raw scores, how many of
-the query's words its title and body hold, its doc type, its length) are weighed per query
-shape, and the order they give is fused with the fused order by RRF, as the reranker's is
-(`fusion.rerank_fuse`): a candidate the weights like can rise, not jump over one that both
-orders place near the top.
+of each of the first `tuning.LEARNED_DEPTH` fused candidates (the arms' ranks and raw
+scores, how many of the query's words its title and body hold, its doc type, its length)
+are weighed per query shape, and the order they give is fused with the fused order by
+RRF, as the reranker's is (`fusion.rerank_fuse`): a candidate the weights like can rise,
+not jump over one that both orders place near the top.
 
 The weights were fitted once (pairwise logistic loss, L2 0.001) on the six spent query
 sets (`benchmarks/bench_retrieval.py`: dev, examples, agent, confirm, errors,
@@ -27,8 +27,6 @@ from attrs import frozen
 from hexlocal_core.index.chunks import ChunkRow
 from hexlocal_core.search.fusion import rerank_fuse
 from hexlocal_core.search.query_shape import Shape
-
-DEPTH = 20  # fused candidates the weights re-order (cross-validated: 20 held every set)
 
 # Words that say nothing about which chunk answers: dropped from the overlap features.
 _STOP = frozenset(

@@ -21,9 +21,9 @@ from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.store import Store
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
-from hexlocal_core.search.arms import BM25_WEIGHTS
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.sanitizer import to_phrases
+from hexlocal_core.search.tuning import BM25_WEIGHTS
 from tests.support.helpers import HashingEmbedder
 
 pytestmark = pytest.mark.integration
