@@ -16,14 +16,17 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from hexlocal_cli import common
 from hexlocal_core import bounds
-from hexlocal_core.model import IngestProgress, ProgressFn
+from hexlocal_core.model import IngestProgress, ProgressFn, SearchMode
 
 if TYPE_CHECKING:
     from hexlocal_core.model import IngestReport, SearchResult
     from hexlocal_core.service import Hexlocal
 
 EXCERPT_CHARS = 600
-MODES = ("rerank", "rrf", "fts", "vector")
+# The full pipeline first, then the cheaper rankings, as --help lists them.
+MODES = tuple(
+    m.value for m in (SearchMode.RERANK, SearchMode.RRF, SearchMode.FTS, SearchMode.VECTOR)
+)
 
 
 # -- progress -----------------------------------------------------------------------------

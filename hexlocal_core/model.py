@@ -211,6 +211,52 @@ class Hit:
         return asdict(self)
 
 
+class SearchMode(StrEnum):
+    """How a search ranks: one arm, the fused arms, or the fused arms then the reranker."""
+
+    FTS = "fts"  # the keyword arm alone
+    VECTOR = "vector"  # the vector arm alone
+    RRF = "rrf"  # both arms fused, relevance feedback, the learned ranking
+    RERANK = "rerank"  # rrf, then the cross-encoder over the pool
+
+    @property
+    def fuses(self) -> bool:
+        """Both arms fused (and what follows the fusion: feedback, the learned ranking)."""
+        return self in (SearchMode.RRF, SearchMode.RERANK)
+
+    @classmethod
+    def parse(cls, value: str) -> SearchMode:
+        """The mode `value` names; ValueError (listing the modes) for any other text."""
+        try:
+            return cls(value)
+        except ValueError:
+            modes = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown search mode {value!r}; expected one of {modes}") from None
+
+
+@frozen
+class ResolvedMode:
+    """The mode a search was asked for and the one it ran, with why they differ.
+
+    The only rewrite: `rerank` runs as `rrf` when reranking is switched off on purpose
+    (AI_RERANK_MODEL=off). A reranker that is merely not there yet is no rewrite: the
+    search runs in `rerank` mode and a notice says the pool kept the fused order."""
+
+    requested: SearchMode
+    used: SearchMode
+    reason: str | None = None  # None when `used` is `requested`
+
+    @classmethod
+    def of(cls, requested: SearchMode, *, rerank_enabled: bool) -> ResolvedMode:
+        if requested is SearchMode.RERANK and not rerank_enabled:
+            why = "reranking is switched off (AI_RERANK_MODEL=off): the fused order is final"
+            return cls(requested, SearchMode.RRF, why)
+        return cls(requested, requested)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"requested": self.requested.value, "used": self.used.value, "reason": self.reason}
+
+
 @frozen
 class SearchResult:
     package: str
@@ -221,6 +267,7 @@ class SearchResult:
     version_source: str | None = None
     timings_ms: Mapping[str, float] = field(factory=dict)
     ingestion: JobStatus | None = None  # where the job stands when the answer waits on it
+    mode: ResolvedMode | None = None  # a search's mode (None for an exact lookup)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -228,6 +275,7 @@ class SearchResult:
             "version": self.version,
             "query": self.query,
             "version_source": self.version_source,
+            "mode": self.mode.to_dict() if self.mode else None,
             "results": [h.to_dict() for h in self.hits],
             "notices": [n.to_dict() for n in self.notices],
             "ingestion": self.ingestion.to_dict() if self.ingestion else None,

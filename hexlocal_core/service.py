@@ -31,6 +31,7 @@ from hexlocal_core.model import (
     Notice,
     PackageState,
     ProgressFn,
+    SearchMode,
     SearchResult,
 )
 from hexlocal_core.ports import (
@@ -209,7 +210,7 @@ class Hexlocal:
         limit: int = 5,
         examples_only: bool = False,
         refresh: bool = False,
-        mode: str = "rerank",
+        mode: SearchMode | str = SearchMode.RERANK,
         progress: ProgressFn | None = None,
     ) -> SearchResult:
         """Search one package's docs at the version the project runs, indexing it first."""
@@ -230,7 +231,7 @@ class Hexlocal:
         *,
         packages: Sequence[str] | None = None,
         limit: int = 5,
-        mode: str = "rerank",
+        mode: SearchMode | str = SearchMode.RERANK,
     ) -> SearchResult:
         """Search every package the project runs (mix.lock's deps at their locked versions,
         Elixir's apps at the project's Elixir version), or only `packages`; each hit names

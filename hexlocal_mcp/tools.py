@@ -712,6 +712,7 @@ _RESULT = _schema(
     version=("string", "null"),
     query="string",
     version_source=("string", "null"),
+    mode=("object", "null"),
     results="array",
     notices="array",
     ingestion=("object", "null"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from hexlocal_core.model import SearchMode
 from hexlocal_core.search.query_shape import Shape
 
 POOL = 10  # hits a search returns at most, and the pool the reranker judges
@@ -33,7 +34,6 @@ LEARNED_DEPTH = 20
 # (10 query-chunk pairs per call on 2 busy cores, p50: 1200 chars 1095 ms, 480: 773 ms,
 # 360: 598 ms; only the ratios matter, the machine was shared).
 RERANK_PASSAGE_CHARS = 360
-MODES = ("fts", "vector", "rrf", "rerank")
 
 
 @frozen
@@ -97,19 +97,15 @@ class SearchTuning:
     rerank_stage: str = "after"
     judge_depth: int = 10
 
-    def fused_depth(self, mode: str) -> int:
+    def fused_depth(self, mode: SearchMode) -> int:
         """How deep the fused list is cut: the pool, or the learned ranking's depth."""
         return max(self.pool, self.learned_depth) if self.learns(mode) else self.pool
 
-    def learns(self, mode: str) -> bool:
-        return self.learned_rank and self.learned_depth > 0 and mode in ("rrf", "rerank")
+    def learns(self, mode: SearchMode) -> bool:
+        return self.learned_rank and self.learned_depth > 0 and mode.fuses
 
-    def anchors_for(self, mode: str, shape: Shape) -> bool:
-        return (
-            any(self.anchor_weights)
-            and mode in ("rrf", "rerank")
-            and shape.value in self.anchor_shapes
-        )
+    def anchors_for(self, mode: SearchMode, shape: Shape) -> bool:
+        return any(self.anchor_weights) and mode.fuses and shape.value in self.anchor_shapes
 
     def arm_weights(self, shape: Shape) -> tuple[float, float]:
         for name, fts, vec in self.shape_weights or ():

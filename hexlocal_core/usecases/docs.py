@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from attrs import evolve
 
-from hexlocal_core.bounds import check_limit, check_query
+from hexlocal_core.bounds import check_limit, check_mode, check_query
 from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.model import JobStatus, Notice, ProgressFn, SearchResult, VersionSource
+from hexlocal_core.model import (
+    JobStatus,
+    Notice,
+    ProgressFn,
+    ResolvedMode,
+    SearchMode,
+    SearchResult,
+    VersionSource,
+)
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
@@ -50,29 +58,28 @@ class Docs:
         limit: int,
         examples_only: bool,
         refresh: bool,
-        mode: str,
+        mode: SearchMode | str,
         progress: ProgressFn | None,
     ) -> SearchResult:
         query = check_query(query)
         limit = check_limit(limit)
-        if mode == "rerank" and not self._rerank_enabled:
-            mode = "rrf"  # switched off on purpose: no notice owed
+        ran = ResolvedMode.of(check_mode(mode), rerank_enabled=self._rerank_enabled)
         located: tuple[Notice, ...] = ()
         if package.strip().lower() in OTP_ALIASES:
             ident = parse_identifier(query)
             if ident is None or not ident.erlang:
-                return await self._search_otp(query, limit=limit, mode=mode, progress=progress)
+                return await self._search_otp(query, limit=limit, mode=ran, progress=progress)
             package, located = await self._owner(package, ident, query)
         prepared = await self._indexing.prepare(
             package, version, refresh=refresh, progress=progress, searchable=True
         )
         prepared = evolve(prepared, notices=located + prepared.notices)
         if prepared.waiting is not None:
-            return waiting_result(prepared, prepared.waiting, query)
+            return evolve(waiting_result(prepared, prepared.waiting, query), mode=ran)
         outcome = await self._engine.search(
-            prepared.name, query, limit=limit, mode=mode, examples_only=examples_only
+            prepared.name, query, limit=limit, mode=ran.used, examples_only=examples_only
         )
-        return _result(prepared, query, await self._located(outcome))
+        return evolve(_result(prepared, query, await self._located(outcome)), mode=ran)
 
     async def get(
         self,
@@ -137,7 +144,7 @@ class Docs:
         )
 
     async def _search_otp(
-        self, query: str, *, limit: int, mode: str, progress: ProgressFn | None
+        self, query: str, *, limit: int, mode: ResolvedMode, progress: ProgressFn | None
     ) -> SearchResult:
         """`erlang`/`otp` with a question: every OTP application the project uses, searched
         together (each indexed first, as a search of it would)."""
@@ -152,7 +159,7 @@ class Docs:
             notices.extend(n for n in prepared.notices if n not in notices)
             if prepared.waiting is None:
                 names.append(app)
-        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
+        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode.used)
         result = SearchResult(
             package=OTP_PACKAGES,
             version=None,
@@ -161,6 +168,7 @@ class Docs:
             notices=(*notices, *outcome.notices),
             version_source=VersionSource.OTP.value,
             timings_ms=outcome.timings_ms,
+            mode=mode,
         )
         return screen_search(result)
 

@@ -18,8 +18,8 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE, PROJECT_VERSION, scan_markdown
 from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.ingest.project_code import own_apps
-from hexlocal_core.model import Notice, SearchResult, SourceKind
-from hexlocal_core.model_guard import model_guard as guard
+from hexlocal_core.model import Notice, ResolvedMode, SearchMode, SearchResult, SourceKind
+from hexlocal_core.model_guard import model_guard
 from hexlocal_core.ports import Embedder
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
@@ -68,7 +68,7 @@ async def index_project_docs(
     """Index (or re-index) the project's markdown; a deleted file's chunks disappear."""
     if embedder is None:
         raise ModelError("no embedding model is available; see `hexlocal models status`")
-    guard(store, embedder)
+    model_guard(store, embedder)
     request = await in_worker(lambda: project_request(project_root, paths))
     stored = await in_worker(lambda: store.stored_hashes(PROJECT_PACKAGE))
     chunks = await in_worker(lambda: chunk_items(request.items).chunks)
@@ -120,8 +120,8 @@ async def search_project_docs(
             "and guides/ under PROJECT_ROOT.",
         )
         return SearchResult(package=PROJECT_PACKAGE, version=None, query=query, notices=(notice,))
-    mode = "rerank" if rerank_enabled else "rrf"
-    outcome = await search_many(engine, names, query, limit=limit, mode=mode, exact=True)
+    ran = ResolvedMode.of(SearchMode.RERANK, rerank_enabled=rerank_enabled)
+    outcome = await search_many(engine, names, query, limit=limit, mode=ran.used, exact=True)
     return SearchResult(
         package=PROJECT_PACKAGE,
         version=PROJECT_VERSION,
@@ -130,4 +130,5 @@ async def search_project_docs(
         notices=(*notices, *outcome.notices),
         version_source="project",
         timings_ms=outcome.timings_ms,
+        mode=ran,
     )

@@ -15,14 +15,20 @@ from collections.abc import Sequence
 
 import attrs
 
-from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
+from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_mode, check_query
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
+from hexlocal_core.model import (
+    Notice,
+    PackageState,
+    ResolvedMode,
+    SearchMode,
+    SearchResult,
+    SyncState,
+)
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.notices import keyword_only
-from hexlocal_core.search.tuning import MODES
 from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diagnostics import model_missing
 from hexlocal_core.usecases.local_sources import LocalSources
@@ -61,18 +67,14 @@ class ProjectSearch:
         self._local = local
 
     async def search(
-        self, query: str, *, packages: Sequence[str] | None, limit: int, mode: str
+        self, query: str, *, packages: Sequence[str] | None, limit: int, mode: SearchMode | str
     ) -> SearchResult:
         started = time.perf_counter()
         query = check_query(query)
         limit = check_limit(limit)
         wanted = _wanted(packages)
-        if mode not in MODES:  # the engine checks too, but an empty scope never reaches it
-            raise UserInputError(
-                f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
-            )
-        if mode == "rerank" and not self._rerank_enabled:
-            mode = "rrf"  # switched off on purpose: no notice owed
+        # Checked here: an empty scope never reaches the engine.
+        ran = ResolvedMode.of(check_mode(mode), rerank_enabled=self._rerank_enabled)
         scope = _scope(await self._syncer.states(), wanted)
         notices: list[Notice] = []
         missing = scope.missing
@@ -89,7 +91,7 @@ class ProjectSearch:
         embedding = _embedding_notice(scope.searchable, model_missing(self._engine.embedder))
         if embedding is not None:
             notices.append(embedding)
-        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
+        outcome = await search_many(self._engine, names, query, limit=limit, mode=ran.used)
         hits = await in_worker(lambda: self._local.annotate(outcome.hits))
         notices.extend(outcome.notices)
         if not scope.searchable and not missing and not scope.unknown:
@@ -117,6 +119,7 @@ class ProjectSearch:
                 "total": total_ms,
                 "packages": float(len(scope.searchable)),
             },
+            mode=ran,
         )
         return screen_search(result)
 
