@@ -14,6 +14,8 @@ from typing import Any
 
 from attrs import asdict, field, frozen
 
+from hexlocal_core.notice_codes import NoticeCode
+
 
 def sha256_text(text: str) -> str:
     """The content hash used everywhere (chunks, embedding cache, memories)."""
@@ -86,11 +88,11 @@ class Atom:
 class Notice:
     """Something the caller should know about a result: a degradation, a replacement, drift."""
 
-    code: str  # stable machine key, e.g. "rerank_unavailable", "version_replaced"
+    code: NoticeCode  # the stable machine key clients act on (notice_codes.py)
     message: str  # one or two sentences for a person or an assistant, naming the fix
 
     def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
+        return {"code": self.code.value, "message": self.message}
 
 
 @frozen

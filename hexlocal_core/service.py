@@ -34,6 +34,7 @@ from hexlocal_core.model import (
     SearchMode,
     SearchResult,
 )
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import (
     ChatModel,
     Embedder,
@@ -112,7 +113,7 @@ class Hexlocal:
             project_root=settings.project_root,
             database_path=settings.database_path,
             timeout_s=settings.ingest_timeout_ms / 1000,
-            startup_notices=tuple(Notice("setting_ignored", w) for w in settings.warnings),
+            startup_notices=tuple(Notice(NoticeCode.SETTING_IGNORED, w) for w in settings.warnings),
             answer_while_embedding=settings.answer_while_embedding,
         )
         local = LocalSources(settings.project_root)

@@ -34,6 +34,7 @@ from hexlocal_core.ingest.beam import BeamItems, items_from_beam_dir, items_from
 from hexlocal_core.ingest.otp_links import otp_link
 from hexlocal_core.ingest.pipeline import IndexRequest
 from hexlocal_core.model import Notice, ResolvedVersion, SourceKind, VersionSource
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import OtpDocsSource
 from hexlocal_core.threads import in_worker
 from hexlocal_core.untrusted import clip
@@ -235,7 +236,7 @@ class OtpSource:
 
             parsed = await in_worker(lambda: app_items(data, app, version=vsn, otp_major=major))
             notice = Notice(
-                "docs_from_otp_tarball",
+                NoticeCode.DOCS_FROM_OTP_TARBALL,
                 f"{app} {vsn}: the docs of OTP {release} are not installed here; they were read "
                 "from the release's doc tarball.",
             )

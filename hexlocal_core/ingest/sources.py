@@ -17,6 +17,7 @@ from hexlocal_core.errors import IngestError, NotFound, RemoteError, VersionNotF
 from hexlocal_core.ingest.pipeline import IndexRequest
 from hexlocal_core.ingest.planner import IngestPlan
 from hexlocal_core.model import Notice, Phase, ResolvedVersion, SourceKind
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.threads import in_worker
 from hexlocal_core.versions import ELIXIR_APPS, explain_missing_docs
@@ -169,7 +170,7 @@ async def read_plan(
             else "hex.pm has no docs tarball"
         )
         notice = Notice(
-            "docs_from_beam",
+            NoticeCode.DOCS_FROM_BEAM,
             f"{why} for {name} {version}, so the docs come from the compiled BEAM files in "
             f"{fallback}.",
         )

@@ -40,6 +40,7 @@ import attrs
 from hexlocal_core.bounds import check_mode
 from hexlocal_core.index.tokens import TOKEN_RE, split_parts, tokens
 from hexlocal_core.model import Hit, Notice, SearchMode
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.arms import vector_arm
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome, plan_query
@@ -213,7 +214,7 @@ async def search_many(
         for stage in ENGINE_STAGES:
             timings[stage] += outcome.timings_ms.get(stage, 0.0)
         for notice in outcome.notices:
-            if notice.code != "no_results":
+            if notice.code != NoticeCode.NO_RESULTS:
                 notices.setdefault(notice.code, notice)
     t = time.perf_counter()
     distances = await query_distances(engine, packages, vector) if vector is not None else None

@@ -30,6 +30,7 @@ from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, V
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.exdoc_search import parse_ref
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource, sha256_text
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.screening import screen_values
 from hexlocal_core.threads import in_worker
@@ -373,7 +374,7 @@ class VersionDiffer:
         if same:
             notices += (
                 Notice(
-                    "same_version",
+                    NoticeCode.SAME_VERSION,
                     f"both sides are {name} {old.resolved.version}; pass the versions to "
                     "compare (FROM TO)",
                 ),

@@ -17,6 +17,7 @@ from hexlocal_core.model import (
     SearchResult,
     VersionSource,
 )
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
@@ -113,7 +114,7 @@ class Docs:
             hint = f" Documented near it: {', '.join(near)}." if near else ""
             notices += (
                 Notice(
-                    "not_found",
+                    NoticeCode.NOT_FOUND,
                     f"{identifier} is not documented in {prepared.name} {prepared.version}.{hint}",
                 ),
             )
@@ -132,7 +133,7 @@ class Docs:
         if located.owners:
             owner = located.owners[0]
             why = Notice(
-                "package_located",
+                NoticeCode.PACKAGE_LOCATED,
                 f"{ident} is documented in {owner.package} ({owner.origin}).",
             )
             return owner.package, (why, *located.notices)
@@ -198,7 +199,7 @@ def _result(prepared: Prepared, query: str, outcome: SearchOutcome) -> SearchRes
 def waiting_result(prepared: Prepared, status: JobStatus, query: str) -> SearchResult:
     phase = status.phase or "starting"
     notice = Notice(
-        "ingestion_in_progress",
+        NoticeCode.INGESTION_IN_PROGRESS,
         f"Indexing {prepared.name} {prepared.version} is still running ({phase}: "
         f"{status.chunks_embedded}/{status.chunks_total} chunks after {status.elapsed_s} s). "
         "It continues in the background; call again with the same arguments (or "

@@ -20,6 +20,7 @@ from hexlocal_core.ingest.pipeline import IndexRequest, index_items
 from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice, ResolvedMode, SearchMode, SearchResult, SourceKind
 from hexlocal_core.model_guard import model_guard
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import Embedder
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
@@ -109,12 +110,12 @@ async def search_project_docs(
         prepared = await indexing.prepare(
             app.app, None, refresh=False, progress=None, searchable=True
         )
-        notices.extend(n for n in prepared.notices if n.code != "setting_ignored")
+        notices.extend(n for n in prepared.notices if n.code != NoticeCode.SETTING_IGNORED)
         if prepared.waiting is None:
             names.append(app.app)
     if not names:
         notice = Notice(
-            "project_docs_not_indexed",
+            NoticeCode.PROJECT_DOCS_NOT_INDEXED,
             "Nothing of the project is indexed yet: compile it (`mix compile`) so its modules' "
             "docs are read from _build, and run `hexlocal index-docs` for README.md, docs/ "
             "and guides/ under PROJECT_ROOT.",

@@ -25,6 +25,7 @@ from hexlocal_core.model import (
     SearchResult,
     SyncState,
 )
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
@@ -100,7 +101,7 @@ class ProjectSearch:
             shown = ", ".join(names[:NOTICE_NAMES])
             notices.append(
                 Notice(
-                    "no_results",
+                    NoticeCode.NO_RESULTS,
                     f"Nothing in the indexed docs of {shown} matched {query[:80]!r}. Try the "
                     "packages' own vocabulary (module or function names).",
                 )
@@ -179,7 +180,7 @@ def _embedding_notice(scope: Sequence[PackageState], missing: str | None) -> Not
     if missing is not None:
         return keyword_only(f"{shown}{more}", missing, plural=len(partial) > 1)
     return Notice(
-        "embedding_in_progress",
+        NoticeCode.EMBEDDING_IN_PROGRESS,
         f"{shown}{more} answered by keyword while their vectors are made; the ranking "
         "improves as they arrive, in the background.",
     )
@@ -196,7 +197,7 @@ def _missing_notice(missing: Sequence[PackageState], total: int) -> Notice:
         for group, states in sorted(groups.items(), key=lambda g: _ORDER.index(g[0]))
     ]
     return Notice(
-        "packages_not_indexed",
+        NoticeCode.PACKAGES_NOT_INDEXED,
         f"{len(missing)} of the project's {total} packages are not searched yet. "
         + "; ".join(parts)
         + ".",
@@ -235,7 +236,7 @@ def _name(state: PackageState) -> str:
 
 def _unknown_notice(names: Sequence[str]) -> Notice:
     return Notice(
-        "package_not_in_project",
+        NoticeCode.PACKAGE_NOT_IN_PROJECT,
         f"{', '.join(names)}: not in the project's mix.lock and not indexed, so not searched; "
         "call search_docs with package=NAME to index and search it.",
     )
@@ -243,7 +244,7 @@ def _unknown_notice(names: Sequence[str]) -> Notice:
 
 def _empty_scope_notice() -> Notice:
     return Notice(
-        "no_project_packages",
+        NoticeCode.NO_PROJECT_PACKAGES,
         "No package to search: no mix.lock (with Hex deps) at or above the project root and "
         "nothing indexed. Set PROJECT_ROOT to the project's folder, or pass a package.",
     )

@@ -39,6 +39,7 @@ from hexlocal_core.model import (
     ProgressFn,
     SyncState,
 )
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.ingest import Indexing
 from hexlocal_core.usecases.sync_plan import (
@@ -156,7 +157,7 @@ class Syncer:
                 await asyncio.shield(self._worker)
         notices = gathered.notices
         if self._blocked is not None:
-            notices += (Notice("sync_waiting", f"sync is waiting: {self._blocked}"),)
+            notices += (Notice(NoticeCode.SYNC_WAITING, f"sync is waiting: {self._blocked}"),)
         return SyncReport(
             packages=tuple(await self._states(gathered)),
             queued=len(queued),
@@ -200,7 +201,7 @@ class Syncer:
         if lock_path is None and mix_root is None:
             notices.append(
                 Notice(
-                    "no_mix_project",
+                    NoticeCode.NO_MIX_PROJECT,
                     f"no Mix project (mix.exs or mix.lock) at or above {root}; set PROJECT_ROOT "
                     "to the project's folder to sync its dependencies",
                 )
@@ -208,7 +209,7 @@ class Syncer:
             return _Gathered((), tuple(notices))
         if lock_path is None:
             notices.append(
-                Notice("no_mix_lock", f"no mix.lock under {mix_root}; run `mix deps.get`")
+                Notice(NoticeCode.NO_MIX_LOCK, f"no mix.lock under {mix_root}; run `mix deps.get`")
             )
         else:
             targets.extend(await self._lock_targets(lock_path, notices))
@@ -225,7 +226,9 @@ class Syncer:
         try:
             lock = await in_worker(lambda: load_lock(lock_path))
         except (LockTooLarge, MalformedLock) as exc:
-            notices.append(Notice("mixlock_unreadable", f"cannot sync from {lock_path}: {exc}"))
+            notices.append(
+                Notice(NoticeCode.MIXLOCK_UNREADABLE, f"cannot sync from {lock_path}: {exc}")
+            )
             return []
         root = self._project_root
 

@@ -27,6 +27,7 @@ from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
 from hexlocal_core.ingest.beam_sources import DEFAULT_ENVS
 from hexlocal_core.ingest.elixir_source import SourceScan, scan_project, source_files
 from hexlocal_core.model import Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.usecases.diff import GUIDES, ApiEntry
 from hexlocal_core.usecases.upgrade_join import Site, Use, parse_name
 
@@ -255,7 +256,7 @@ def _notices(
     if not compiled:
         out.append(
             Notice(
-                "not_compiled",
+                NoticeCode.NOT_COMPILED,
                 f"nothing of the project is compiled under {mix_root / '_build'}, so its "
                 f"calls come from a source scan of lib/ ({scan.files} files): dynamic calls "
                 "are missed and a call's arity is read from the text. Run `mix compile` in "
@@ -266,21 +267,25 @@ def _notices(
         counts = ", ".join(f"{reason}: {n}" for reason, n in sorted(skipped.items()))
         out.append(
             Notice(
-                "beams_skipped",
+                NoticeCode.BEAMS_SKIPPED,
                 f"some compiled modules were read only in part or not at all ({counts}); "
                 "their calls are listed without a line where the walk stopped",
             )
         )
     no_lines = sorted(m.module for m in compiled if not m.has_lines)
     if no_lines:
-        out.append(Notice("no_line_table", _some(no_lines, "no line table (their call sites "
-                          "name the calling function, not the line)")))  # fmt: skip
+        why = "no line table (their call sites name the calling function, not the line)"
+        out.append(Notice(NoticeCode.NO_LINE_TABLE, _some(no_lines, why)))
     stripped = sorted(m.module for m in compiled if not m.has_attributes)
     if stripped:
-        out.append(Notice("no_attributes", _some(stripped, "no attribute chunk (stripped): "
-                          "calls through a behaviour they implement cannot be told")))  # fmt: skip
+        why = (
+            "no attribute chunk (stripped): calls through a behaviour they implement cannot be told"
+        )
+        out.append(Notice(NoticeCode.NO_ATTRIBUTES, _some(stripped, why)))
     if scan.truncated:
-        out.append(Notice("source_scan_truncated", f"the source scan stopped: {scan.truncated}"))
+        out.append(
+            Notice(NoticeCode.SOURCE_SCAN_TRUNCATED, f"the source scan stopped: {scan.truncated}")
+        )
     return tuple(out)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from attrs import field, frozen
 
 from hexlocal_core.model import Atom, Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.untrusted import NotReadable, clip, read_regular
 from hexlocal_core.versions.erlang_terms import MalformedTerm, parse_erlang_terms
 from hexlocal_core.versions.location import find_mix_root
@@ -115,7 +116,7 @@ class ModuleOwners:
         if len(apps) < 2:
             return None
         return Notice(
-            "module_in_several_apps",
+            NoticeCode.MODULE_IN_SEVERAL_APPS,
             f"module {clip(module.removeprefix(':'), 80)} is listed by {len(apps)} OTP "
             f"applications ({', '.join(apps)}); pass the package to choose one",
         )
@@ -143,7 +144,9 @@ def module_apps(install: OtpInstall) -> ModuleOwners:
         except ValueError as exc:
             if os.path.lexists(app_file):  # erl_interface and jinterface have none: normal
                 notices.append(
-                    Notice("otp_app_file_unreadable", f"{exc}; using the names of its beams")
+                    Notice(
+                        NoticeCode.OTP_APP_FILE_UNREADABLE, f"{exc}; using the names of its beams"
+                    )
                 )
         for module in dict.fromkeys((*listed, *_beam_files(ebin))):
             owners.setdefault(module, []).append(app)
