@@ -193,10 +193,6 @@ class LocalCrossEncoder:
     async def aclose(self) -> None:
         await self._state.aclose()
 
-    async def load(self) -> None:
-        """Load now, waiting for the model (kept for callers written before `warm_up`)."""
-        await asyncio.to_thread(self.ensure_loaded)
-
     def ensure_loaded(self) -> None:
         """Idempotent and thread-safe; raises ModelError (naming the fix) when absent, and
         ModelUnavailable(pending=True) while a background download runs."""

@@ -200,10 +200,6 @@ class LocalEmbedder:
     async def aclose(self) -> None:
         await self._state.aclose()
 
-    async def load(self) -> None:
-        """The same as `warm_up` (kept for callers written before `ports.Resource`)."""
-        await self.warm_up()
-
     def ensure_loaded(self) -> None:
         """Blocking load: idempotent and thread-safe, concurrent callers wait for one load."""
         self._state.get()

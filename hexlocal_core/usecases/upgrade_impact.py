@@ -55,7 +55,7 @@ from hexlocal_core.versions import (
     try_parse_version,
     validate_package_name,
 )
-from hexlocal_core.versions.lockfile import MalformedLock
+from hexlocal_core.versions.terms import MalformedLock
 
 log = logging.getLogger("hexlocal.upgrade")
 

@@ -26,12 +26,12 @@ from hexlocal_core.errors import (
     UserInputError,
     VersionNotFound,
 )
-from hexlocal_core.model import HexPackageInfo, Notice, ResolvedVersion, VersionSource
+from hexlocal_core.model import HexPackageInfo, LockEntry, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.untrusted import shown
 from hexlocal_core.versions.location import find_lock
-from hexlocal_core.versions.lockfile import LockEntry, LockTooLarge, MalformedLock, load_lock
+from hexlocal_core.versions.lockfile import load_lock
 from hexlocal_core.versions.names import ELIXIR_APPS, validate_package_name
 from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir
 from hexlocal_core.versions.requirement import Requirement, best_match, parse_requirement
@@ -42,6 +42,7 @@ from hexlocal_core.versions.semver import (
     pick_latest,
     try_parse_version,
 )
+from hexlocal_core.versions.terms import LockTooLarge, MalformedLock
 
 __all__ = ["LATEST", "explain_missing_docs", "resolve_version", "why_no_docs"]
 
