@@ -4,8 +4,9 @@ The keyword arm takes BM25's document counts from the package searched, but its 
 normaliser (avgdl) from the whole FTS table (`index/bm25.py`), so adding an unrelated
 package still moves keyword scores a little; and a re-chunk or another embedding model
 moves everything. Two reports are comparable only when their fingerprints match; the
-digest makes that a one-glance check. It covers package versions, row counts, the embedding model and every stored
-chunk's content hash, so a re-chunk or a re-embed under another model changes it.
+digest makes that a one-glance check. It covers package versions, row counts, the
+embedding model and every stored chunk's content hash, so a re-chunk or a re-embed under
+another model changes it.
 """
 
 from __future__ import annotations
