@@ -189,7 +189,7 @@ class UpgradeImpact:
         before = await self._version_docs(old)
         after = await self._version_docs(new)
         usage = await in_worker(
-            lambda: project_uses(mix_root, set(lock), before.entries, after.entries, self._beams)
+            lambda: project_uses(mix_root, before.entries, after.entries, self._beams)
         )
         key = (name, old.version, new.version, usage.fingerprint)
         cached = self._reports.get(key)

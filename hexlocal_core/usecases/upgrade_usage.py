@@ -1,8 +1,8 @@
 """What the project uses of one package: its compiled calls, and what only its source shows.
 
-The project's own apps are the folders of `_build/<env>/lib` that mix.lock does not
-name (deps are all in the lock; umbrella apps and path deps are not): their beams give
-the exact remote calls (`ingest/beam_calls`). A call of a module of the project that
+The project's own apps (`ingest/project_code.own_apps`: the compiled apps mix.lock does
+not name, so umbrella apps and path deps too): their beams give the exact remote calls
+(`ingest/beam_calls`). A call of a module of the project that
 implements one of the package's behaviours (`use Ecto.Repo` puts `@behaviour
 Ecto.Repo` in `Shop.Repo`) is a use of that behaviour's callback. Macros leave no call
 in a beam, so the source scan (`ingest/elixir_source`) adds the package's macros the
@@ -24,8 +24,8 @@ from attrs import field, frozen
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.ingest.beam import BeamSkipped, _read_capped, _resolved
 from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
-from hexlocal_core.ingest.beam_sources import DEFAULT_ENVS
 from hexlocal_core.ingest.elixir_source import SourceScan, scan_project, source_files
+from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.usecases.diff import GUIDES, ApiEntry
@@ -45,26 +45,6 @@ class ProjectUses:
     modules: int  # compiled modules read
     notices: tuple[Notice, ...] = ()
     fingerprint: tuple[FileKey, ...] = field(factory=tuple, repr=False)
-
-
-def own_ebins(mix_root: Path, locked: Set[str]) -> list[Path]:
-    """The ebin folders of the project's own apps, in the first env that has any."""
-    build = mix_root / "_build"
-    try:
-        envs = sorted(p.name for p in build.iterdir() if p.is_dir())
-    except OSError:
-        return []
-    ordered = [e for e in DEFAULT_ENVS if e in envs] + [e for e in envs if e not in DEFAULT_ENVS]
-    for env in ordered:
-        lib = build / env / "lib"
-        try:
-            apps = sorted(p for p in lib.iterdir() if p.name not in locked)
-        except OSError:
-            continue
-        ebins = [app / "ebin" for app in apps if (app / "ebin").is_dir()]
-        if any(any(e.glob("*.beam")) for e in ebins):
-            return ebins
-    return []
 
 
 class BeamReader:
@@ -213,7 +193,6 @@ def source_uses(
 
 def project_uses(
     mix_root: Path,
-    locked: Set[str],
     before: Sequence[ApiEntry],
     after: Sequence[ApiEntry],
     reader: BeamReader,
@@ -234,7 +213,7 @@ def project_uses(
         names.setdefault(entry.group, set()).add(parsed.name)
         if entry.doc_type == "macro":
             macros.add((entry.group, parsed.name))
-    compiled, skipped, keys = reader.read(own_ebins(mix_root, locked))
+    compiled, skipped, keys = reader.read([app.ebin for app in own_apps(mix_root)])
     from_beams = beam_uses(compiled, modules, callbacks, mix_root)
     scan = scan_project(mix_root, names)
     from_source = source_uses(scan, modules, macros, callbacks, compiled=bool(compiled))
