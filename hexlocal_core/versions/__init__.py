@@ -25,6 +25,7 @@ modules are the seams, the package is the interface.
 from __future__ import annotations
 
 from hexlocal_core.model import LockEntry
+from hexlocal_core.versions.app_file import read_app_vsn
 from hexlocal_core.versions.location import find_lock, find_mix_root, project_dirs
 from hexlocal_core.versions.lockfile import LockFile, load_lock, parse_lock, read_lock
 from hexlocal_core.versions.names import ELIXIR_APPS, MAX_NAME_LENGTH, validate_package_name
@@ -41,7 +42,7 @@ from hexlocal_core.versions.otp import (
 from hexlocal_core.versions.otp_apps import ModuleOwners, module_apps, project_otp_apps
 from hexlocal_core.versions.otp_probe import OtpFound, find_otp, pinned_otp
 from hexlocal_core.versions.probe_run import ProbeRun, run_probe
-from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir, read_app_vsn
+from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir
 from hexlocal_core.versions.resolution import (
     LATEST,
     explain_missing_docs,
