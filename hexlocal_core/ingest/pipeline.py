@@ -43,7 +43,7 @@ log = logging.getLogger("hexlocal.ingest")
 
 
 @frozen
-class IndexRequest:
+class IngestRequest:
     package: str
     version: str
     source: str
@@ -117,10 +117,10 @@ async def embed_with_cache(
     return np.stack([table[h] for h in plan.hashes]).astype(np.float32), len(plan.todo)
 
 
-async def index_items(
+async def ingest_items(
     store: DocsStore,
     embedder: Embedder,
-    request: IndexRequest,
+    request: IngestRequest,
     *,
     slice_size: int = 200,
     progress: ProgressFn | None = None,

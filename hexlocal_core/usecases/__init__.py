@@ -3,7 +3,7 @@
 `service.Hexlocal` (the facade every face calls) holds the ports `service.build` wires and
 delegates each method to one of these:
 
-- docs.py            search_docs, get_docs (through ingest.Indexing: resolve, ingest if owed)
+- docs.py            search_docs, get_docs (through ingest.Ingestion: resolve, ingest if owed)
 - ingest.py          ingest, ingestion_status, resuming interrupted jobs; prepare_plan.py is
                      its pure decision
 - locate.py          which package documents a module (get_docs without a package)

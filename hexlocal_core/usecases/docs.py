@@ -23,7 +23,7 @@ from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import Identifier, parse_identifier, similar_titles
 from hexlocal_core.threads import in_worker
-from hexlocal_core.usecases.ingest import Indexing, Prepared
+from hexlocal_core.usecases.ingest import Ingestion, Prepared
 from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.locate import OTP_ALIASES, Locator, ModuleTable, otp_table
 
@@ -33,7 +33,7 @@ OTP_PACKAGES = "Erlang/OTP"  # SearchResult.package of a search of every OTP app
 class Docs:
     def __init__(
         self,
-        indexing: Indexing,
+        ingestion: Ingestion,
         engine: SearchEngine,
         store: DocsStore,
         *,
@@ -42,7 +42,7 @@ class Docs:
         locator: Locator,
         otp: OtpSource | None = None,
     ) -> None:
-        self._indexing = indexing
+        self._ingestion = ingestion
         self._engine = engine
         self._store = store
         self._rerank_enabled = rerank_enabled
@@ -71,7 +71,7 @@ class Docs:
             if ident is None or not ident.erlang:
                 return await self._search_otp(query, limit=limit, mode=ran, progress=progress)
             package, located = await self._owner(package, ident, query)
-        prepared = await self._indexing.prepare(
+        prepared = await self._ingestion.prepare(
             package, version, refresh=refresh, progress=progress, searchable=True
         )
         prepared = evolve(prepared, notices=located + prepared.notices)
@@ -99,7 +99,7 @@ class Docs:
                 "use search_docs for questions"
             )
         package, found = await self._owner(package, ident, identifier)
-        prepared = await self._indexing.prepare(
+        prepared = await self._ingestion.prepare(
             package, version, refresh=False, progress=progress, searchable=True
         )
         if prepared.waiting is not None:
@@ -154,7 +154,7 @@ class Docs:
         names: list[str] = []
         notices: list[Notice] = []
         for app, _ in await self._otp.project_apps():
-            prepared = await self._indexing.prepare(
+            prepared = await self._ingestion.prepare(
                 app, None, refresh=False, progress=progress, searchable=True
             )
             notices.extend(n for n in prepared.notices if n not in notices)

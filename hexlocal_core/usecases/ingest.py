@@ -1,7 +1,7 @@
 """Ensure a package version is indexed: resolve the version, decide whether a job is owed,
 run it (once per package at a time) and wait for it up to a bound.
 
-Every docs call (search, get, ingest) comes through `Indexing.prepare` once. The model
+Every docs call (search, get, ingest) comes through `Ingestion.prepare` once. The model
 guard runs once per call that may download, before the first request of a new package.
 """
 
@@ -72,7 +72,7 @@ class Prepared:
         return self.resolved.name
 
 
-class Indexing:
+class Ingestion:
     def __init__(
         self,
         store: DocsStore,

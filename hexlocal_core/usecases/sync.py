@@ -2,7 +2,7 @@
 
 Gather (the lock, `_build`, the project's Elixir version, the index) -> plan the queue
 (`sync_plan.plan_queue`, pure) -> one worker claims the queued rows in order and indexes
-each through `Indexing.prepare`, the way a search would. So a search for a package being
+each through `Ingestion.prepare`, the way a search would. So a search for a package being
 synced waits for that same job (within INGEST_TIMEOUT_MS) instead of starting another,
 and a search for a package still queued starts its job at once; the worker, reaching it,
 finds it indexed (or joins its job) and moves on.
@@ -41,7 +41,7 @@ from hexlocal_core.model import (
 )
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.threads import in_worker
-from hexlocal_core.usecases.ingest import Indexing
+from hexlocal_core.usecases.ingest import Ingestion
 from hexlocal_core.usecases.sync_plan import (
     PROJECT_KIND,
     VERSIONED_KINDS,
@@ -101,7 +101,7 @@ class Syncer:
     def __init__(
         self,
         store: DocsStore,
-        indexing: Indexing,
+        ingestion: Ingestion,
         *,
         project_root: Path,
         include_elixir: bool,
@@ -109,7 +109,7 @@ class Syncer:
     ) -> None:
         self._store = store
         self._otp = otp  # None: OTP applications are not synced
-        self._indexing = indexing
+        self._ingestion = ingestion
         self._project_root = project_root
         self._include_elixir = include_elixir
         self._worker: asyncio.Task[None] | None = None
@@ -254,7 +254,7 @@ class Syncer:
     async def _states(self, gathered: _Gathered) -> list[PackageState]:
         rows = await in_worker(lambda: self._store.sync.all_rows())
         indexed = {p.name: p for p in await in_worker(self._store.packages)}
-        jobs = {j.package: j for j in self._indexing.status() if j.state == "running"}
+        jobs = {j.package: j for j in self._ingestion.status() if j.state == "running"}
         for row in rows.values():  # a worker of another process: no counts, but indexing
             if row.status == "running" and row.package not in jobs and not self._held(row):
                 rows[row.package] = SyncRow(row.package, row.version, row.kind, "queued", row.seq)
@@ -281,7 +281,7 @@ class Syncer:
 
     async def _work(self) -> None:
         try:
-            self._indexing.guard()
+            self._ingestion.guard()
         except ModelError as exc:
             log.warning("sync waits: %s", exc)
             self._blocked = why = str(exc)
@@ -300,7 +300,7 @@ class Syncer:
                 return  # no await between this check and the end: see `_kick`
             self._claimed.add(row.package)
             try:
-                if not await self._index(row):
+                if not await self._ingest(row):
                     return
             finally:
                 self._claimed.discard(row.package)
@@ -318,19 +318,19 @@ class Syncer:
                 continue
             version = row.version if row.kind in VERSIONED_KINDS else None
             try:
-                await self._indexing.write_chunks(row.package, version, progress=self._relay(row))
+                await self._ingestion.write_chunks(row.package, version, progress=self._relay(row))
             except ModelError:
                 return
             except Exception as exc:  # noqa: BLE001 - one package's bug must not stop the rest
                 await self._failed(row, exc)
 
-    async def _index(self, row: SyncRow) -> bool:
+    async def _ingest(self, row: SyncRow) -> bool:
         """Indexes one claimed row; False when the worker must stop (models unusable)."""
         # Elixir's apps by their version; the others as a search would ask, so the lock
         # (or _build, for git/path deps) chooses it again at this moment.
         version = row.version if row.kind in VERSIONED_KINDS else None
         try:
-            prepared = await self._indexing.prepare(
+            prepared = await self._ingestion.prepare(
                 row.package, version, refresh=False, progress=self._relay(row), wait_s=None
             )
         except (asyncio.CancelledError, IngestCancelled):
