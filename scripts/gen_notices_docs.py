@@ -11,7 +11,6 @@ fails when a member has no docstring or when docs/notices.md is stale.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import re
 import sys
@@ -21,6 +20,10 @@ from pathlib import Path
 from attrs import frozen
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from scripts.generated_page import generate  # noqa: E402
+
 SOURCE = REPO / "hexlocal_core" / "notice_codes.py"
 TARGET = REPO / "docs" / "notices.md"
 HEADER = """\
@@ -86,15 +89,7 @@ def render() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Regenerate docs/notices.md.")
-    parser.add_argument("--check", action="store_true", help="fail if docs/notices.md is stale")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        if TARGET.read_text(encoding="utf-8") != text:
-            sys.exit(f"{TARGET} is out of date; run python scripts/gen_notices_docs.py")
-        return
-    TARGET.write_text(text, encoding="utf-8")
+    generate(TARGET, render, script="gen_notices_docs.py", source="notice_codes.py")
 
 
 if __name__ == "__main__":

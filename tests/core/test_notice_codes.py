@@ -5,30 +5,17 @@ it, and the faces and docs name no code it does not hold."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from hexlocal_core.model import Notice
 from hexlocal_core.notice_codes import NoticeCode
 from tests.support.paths import REPO_ROOT
+from tests.support.scripts import load_script
 
-
-def _generator() -> ModuleType:
-    path = REPO_ROOT / "scripts" / "gen_notices_docs.py"
-    spec = importlib.util.spec_from_file_location("gen_notices_docs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _generator()
+GEN = load_script("gen_notices_docs")
 
 
 def test_every_member_says_what_it_means_and_values_are_unique() -> None:

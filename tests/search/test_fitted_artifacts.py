@@ -3,19 +3,17 @@ provenance record saying how it was made, and the wheel ships them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import tomllib
 from fnmatch import fnmatch
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from hexlocal_core.search import learned_rank, query_adapter
 from hexlocal_core.search.query_shape import Shape
 from tests.support.paths import REPO_ROOT
+from tests.support.scripts import load_script
 
 FITTED = REPO_ROOT / "hexlocal_core" / "search" / "fitted"
 RECORD_KEYS = {"artifact", "script", "command", "query_sets", "queries", "model", "commit", "date"}
@@ -45,16 +43,6 @@ def test_every_record_names_an_artifact_that_exists() -> None:
     assert {json.loads(r.read_text())["artifact"] for r in records} == {a.name for a in artifacts()}
 
 
-def _fresh_venv() -> ModuleType:
-    path = REPO_ROOT / "scripts" / "fresh_venv.py"
-    spec = importlib.util.spec_from_file_location("fresh_venv_for_data", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_wheel_ships_every_artifact() -> None:
     package_data = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"
@@ -62,7 +50,7 @@ def test_the_wheel_ships_every_artifact() -> None:
     for path in sorted(FITTED.iterdir()):  # the records too: they travel with the data
         name = path.relative_to(FITTED.parent).as_posix()
         assert any(fnmatch(name, pattern) for pattern in package_data), name
-    checked = set(_fresh_venv().PACKAGE_DATA)  # what the wheel smoke test looks for
+    checked = set(load_script("fresh_venv").PACKAGE_DATA)  # what the wheel smoke test looks for
     assert {a.relative_to(REPO_ROOT).as_posix() for a in artifacts()} == checked
 
 
