@@ -136,7 +136,7 @@ def serve(http_: bool, host: str, port: int, no_auth: bool) -> None:
     needs `Authorization: Bearer $HEXLOCAL_HTTP_TOKEN` (or the token in
     HEXLOCAL_HTTP_TOKEN_FILE), except GET /health. See docs/deployment.md.
     """
-    from hexlocal_mcp.command import main
+    from hexlocal_mcp.server import main
 
     if not http_:
         if no_auth or host != "127.0.0.1" or port != 8765:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
+import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError, ValidationError
 from fastmcp.server.middleware import CallNext, Middleware, MiddlewareContext
@@ -30,10 +33,11 @@ from pydantic import ValidationError as PydanticValidationError
 from hexlocal_core.bounds import short_repr
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import HexlocalError, StoreError
-from hexlocal_mcp import logs, tools
+from hexlocal_mcp import logs, stdio, tools
 
 if TYPE_CHECKING:
     from hexlocal_core.service import Hexlocal
+    from hexlocal_mcp.http import HttpOptions
 
 log = logging.getLogger("hexlocal.mcp")
 
@@ -283,6 +287,132 @@ def server_version() -> str:
         return version("hexlocal")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+USAGE = """\
+Usage: hexlocal-mcp [--help | --version | --http [--host H] [--port P] [--no-auth]]
+
+  hexlocal's MCP server on stdio: an MCP client (Claude Code, Cursor, ...) starts it and
+  talks JSON-RPC over stdin/stdout until it closes stdin. Logs go to stderr (and to
+  MCP_LOG_FILE). Settings come from the environment: PROJECT_ROOT, DATABASE_PATH, ...;
+  `hexlocal doctor` shows them resolved. `hexlocal serve` is the same server.
+
+  With --http it serves the same tools over MCP's streamable HTTP at /mcp until SIGTERM,
+  with a bearer token from HEXLOCAL_HTTP_TOKEN (or HEXLOCAL_HTTP_TOKEN_FILE) and an open
+  GET /health; see docs/deployment.md.
+
+Options:
+  -h, --help  Show this message and exit.
+  --version   Show the version and exit.
+  --http      Serve over streamable HTTP instead of stdio.
+  --host H    Address to bind with --http (default 127.0.0.1).
+  --port P    Port to bind with --http (default 8765; 0 picks a free one).
+  --no-auth   With --http on a loopback address only: no token required.
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """The `hexlocal-mcp` console script: serve on stdio until the client closes stdin.
+
+    `--help` and `--version` print and exit instead: a person trying the command must not
+    be left facing a silent server waiting for JSON-RPC. Any other argument is refused
+    (exit 2), since the server takes its settings from the environment only.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--http" in args:
+        raise SystemExit(_serve_http(args))
+    if args:
+        raise SystemExit(_answer_argv(args))
+    logs.bootstrap()
+    settings = Settings.from_env()
+    logs.configure(settings)
+    log.info("hexlocal MCP server starting (database %s)", settings.database_location)
+    server = create_server(settings=settings)
+    with contextlib.suppress(KeyboardInterrupt), stdio.claimed_stdio() as (in_fd, out_fd):
+        anyio.run(
+            functools.partial(stdio.serve, server, in_fd=in_fd, out_fd=out_fd, on_eof=exit_soon)
+        )
+
+
+def _serve_http(args: Sequence[str]) -> int:
+    import argparse
+
+    from hexlocal_mcp import http
+
+    parser = argparse.ArgumentParser(prog="hexlocal-mcp", add_help=False)
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--host", default=http.DEFAULT_HOST)
+    parser.add_argument("--port", type=int, default=http.DEFAULT_PORT)
+    parser.add_argument("--no-auth", action="store_true")
+    parsed = parser.parse_args(list(args))  # a bad argument: usage on stderr, exit 2
+    if not 0 <= parsed.port <= 65535:
+        parser.error(f"--port {parsed.port} is not a port (0-65535)")
+    return _run_http(http.HttpOptions(host=parsed.host, port=parsed.port, no_auth=parsed.no_auth))
+
+
+def _run_http(options: HttpOptions) -> int:
+    """Serve over HTTP until SIGTERM/SIGINT; the exit code (0 after a clean stop).
+
+    Here and not in http.py, which holds the transport's parts: this builds the server
+    they carry, and http.py imports nothing of this module."""
+    from hexlocal_mcp import http
+
+    logs.bootstrap()
+    settings = Settings.from_env()
+    logs.configure(settings)
+    problem = http.refusal(settings, options)
+    if problem is not None:
+        sys.stderr.write(f"Error: {problem}\n")
+        return 2
+    try:
+        sock = http.bind(options)
+    except OSError as exc:
+        sys.stderr.write(
+            f"Error: cannot listen on {options.host}:{options.port} ({exc.strerror or exc}); "
+            "pick another --port or stop the process that holds it\n"
+        )
+        return 1
+    host, port = sock.getsockname()[:2]
+    auth = "bearer token" if settings.http_token else "NO AUTH (loopback only)"
+    log.info(
+        "hexlocal MCP server on http://%s:%s%s (%s; database %s)",
+        f"[{host}]" if ":" in host else host,
+        port,
+        http.MCP_PATH,
+        auth,
+        settings.database_location,
+    )
+    if not http.is_loopback(options.host):
+        log.warning(
+            "listening on %s in plain HTTP: put a TLS reverse proxy in front (docs/deployment.md)",
+            options.host,
+        )
+    slot = HostSlot()
+    server = create_server(settings=settings, slot=slot)
+    http.add_health_route(server, slot, version=server_version())
+    app = http.build_app(server, settings, options)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(http.serve(app, server, sock, grace_s=settings.http_shutdown_grace_s))
+    log.info("hexlocal MCP server stopped")
+    # Work in a worker thread cannot be cancelled and would hold the interpreter open.
+    exit_soon()
+    return 0
+
+
+def _answer_argv(args: Sequence[str]) -> int:
+    """The exit code for a command line with arguments (help and version go to stdout)."""
+    if args[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0
+    if args[0] == "--version":
+        sys.stdout.write(f"hexlocal-mcp, version {server_version()}\n")
+        return 0
+    shown = args[0].encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    sys.stderr.write(
+        f"{USAGE.splitlines()[0]}\nError: unexpected argument {shown[:60]!r}; the server "
+        "takes no arguments (settings come from the environment, see `hexlocal doctor`)\n"
+    )
+    return 2
 
 
 # After stdin closes, the clean shutdown (cancel jobs, close the service) normally takes
