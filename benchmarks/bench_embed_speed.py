@@ -10,7 +10,7 @@ Rows, on the chunks of plug 1.19.2 (parse + chunk of the shared corpus tarball):
 * hexlocal fp32   `LocalEmbedder.embed_sync` on the same texts (tokenising included);
 * hexlocal int8   the same with `AI_EMBED_MODEL=sentence-transformers/all-MiniLM-L6-v2@int8`;
 * ingest PKG      first-time ingestion into a fresh database: read the tarball, parse,
-                  chunk, embed, write (`index_items`, the pipeline's own path), per model;
+                  chunk, embed, write (`ingest_items`, the pipeline's own path), per model;
                   tokens/s counts the tokens of every chunk embedded. The model is loaded
                   before the clock starts. Target: plug at >= 1.6x raw fp32.
 
@@ -53,7 +53,7 @@ from hexlocal_core.chunk import chunk_items  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 
 SHARED = Path(os.environ.get("HEXLOCAL_SHARED", REPO.parent / "shared"))
@@ -78,14 +78,14 @@ class Row:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def _request(package: str, version: str, max_bytes: int) -> IndexRequest:
+def _request(package: str, version: str, max_bytes: int) -> IngestRequest:
     tarball = HEXDOCS / f"{package}-{version}.tar.gz"
     files = read_docs_tarball(tarball.read_bytes(), max_bytes=max_bytes)
     parsed = parse_hexdocs(files, package=package, version=version)
-    return IndexRequest(package, version, "hexdocs", parsed.items)
+    return IngestRequest(package, version, "hexdocs", parsed.items)
 
 
-def _chunk_texts(request: IndexRequest) -> list[str]:
+def _chunk_texts(request: IngestRequest) -> list[str]:
     """The texts ingestion embeds: the chunker's output, as the pipeline chunks."""
     return [c.embedding_text() for c in chunk_items(request.items).chunks]
 
@@ -148,7 +148,7 @@ async def ingest(embedder: LocalEmbedder, package: str, version: str, settings: 
         try:
             started = time.perf_counter()
             request = _request(package, version, settings.max_docs_bytes)
-            await index_items(store, embedder, request, slice_size=settings.embed_batch_size)
+            await ingest_items(store, embedder, request, slice_size=settings.embed_batch_size)
             return time.perf_counter() - started
         finally:
             store.close()

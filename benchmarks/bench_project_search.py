@@ -1,7 +1,7 @@
 """Project-wide search benchmark: warm latency of search_docs without a package.
 
 Indexes up to `--packages` (default 40) docs tarballs of the corpus (../shared/corpus/hexdocs)
-straight through the pipeline's write path (parse + `index_items`), writes a synthetic
+straight through the pipeline's write path (parse + `ingest_items`), writes a synthetic
 mix.lock naming them, and times warm searches through the facade:
 
 * project-wide (`Hexlocal.search_project_deps`, every package of the lock plus Elixir's
@@ -55,7 +55,7 @@ from hexlocal_core.evaluation import load_queries  # noqa: E402
 from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
 from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.ports import Embedder  # noqa: E402
 from hexlocal_core.search.cross_package import search_many  # noqa: E402
@@ -106,11 +106,11 @@ def corpus_targets(limit: int) -> list[Target]:
     return (newest + others)[:limit]
 
 
-def _request(target: Target) -> IndexRequest:
+def _request(target: Target) -> IngestRequest:
     tarball = CORPUS / f"{target.package}-{target.version}.tar.gz"
     files = read_docs_tarball(tarball.read_bytes(), max_bytes=MAX_DOCS_BYTES)
     parsed = parse_hexdocs(files, package=target.name, version=target.version)
-    return IndexRequest(target.name, target.version, "hexdocs", parsed.items)
+    return IngestRequest(target.name, target.version, "hexdocs", parsed.items)
 
 
 async def build_index(
@@ -122,7 +122,7 @@ async def build_index(
             continue
         started = time.perf_counter()
         request = await asyncio.to_thread(_request, target)
-        report = await index_items(store, embedder, request)
+        report = await ingest_items(store, embedder, request)
         console.print(
             f"indexed {target.name} {target.version}: {report.chunks} chunks "
             f"({report.embedded} embedded) in {time.perf_counter() - started:.1f} s",

@@ -49,7 +49,7 @@ from hexlocal_core.evaluation import (  # noqa: E402
 from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
 from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.ports import Embedder  # noqa: E402
 from hexlocal_core.search.engine import SearchEngine  # noqa: E402
@@ -77,14 +77,14 @@ DEFAULT_DB = REPO / ".hexlocal-cache" / "bench" / "retrieval.db"
 MAX_DOCS_BYTES = 200 * 1024 * 1024
 
 
-def _request(package: str, version: str) -> IndexRequest:
+def _request(package: str, version: str) -> IngestRequest:
     tarball = SHARED / "corpus" / "hexdocs" / f"{package}-{version}.tar.gz"
     files = read_docs_tarball(tarball.read_bytes(), max_bytes=MAX_DOCS_BYTES)
     parsed = parse_hexdocs(files, package=package, version=version)
-    return IndexRequest(package, version, "hexdocs", parsed.items)
+    return IngestRequest(package, version, "hexdocs", parsed.items)
 
 
-def _current(store: Store, request: IndexRequest) -> bool:
+def _current(store: Store, request: IngestRequest) -> bool:
     """Whether the stored package holds exactly the chunks today's parser and chunker make
     of its tarball (a database built by older code would measure that code's chunks)."""
     indexed = store.package(request.package)
@@ -111,7 +111,7 @@ async def build_index(store: Store, embedder: Embedder, queries: Sequence[EvalQu
         request = await asyncio.to_thread(_request, package, version)
         if await asyncio.to_thread(_current, store, request):
             continue
-        report = await index_items(store, embedder, request)
+        report = await ingest_items(store, embedder, request)
         print(
             f"indexed {package} {version}: {report.chunks} chunks ({report.embedded} embedded)"
             f" in {time.perf_counter() - started:.1f} s",

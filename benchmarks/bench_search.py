@@ -1,7 +1,7 @@
 """Search benchmark: per-stage latency of warm searches, and the retrieval-quality table.
 
 Indexes the packages of the dev query set (../shared/eval/dev.jsonl) straight from the
-corpus tarballs (parse + `index_items`, the pipeline's own write path) with the real
+corpus tarballs (parse + `ingest_items`, the pipeline's own write path) with the real
 local embedder, then runs the query set through the facade (`Hexlocal.evaluate`, as
 `hexlocal eval` does):
 
@@ -51,7 +51,7 @@ from hexlocal_core.evaluation import (  # noqa: E402
 from hexlocal_core.evaluation.metrics import percentile  # noqa: E402
 from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items  # noqa: E402
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.ports import Embedder, Reranker  # noqa: E402
 from hexlocal_core.service import Hexlocal, build  # noqa: E402
@@ -64,11 +64,11 @@ TARGETS = {"rrf": {"p50": 30.0, "p95": 80.0}, "rerank": {"p50": 150.0}}
 MAX_DOCS_BYTES = 200 * 1024 * 1024
 
 
-def _request(package: str, version: str) -> IndexRequest:
+def _request(package: str, version: str) -> IngestRequest:
     tarball = SHARED / "corpus" / "hexdocs" / f"{package}-{version}.tar.gz"
     files = read_docs_tarball(tarball.read_bytes(), max_bytes=MAX_DOCS_BYTES)
     parsed = parse_hexdocs(files, package=package, version=version)
-    return IndexRequest(package, version, "hexdocs", parsed.items)
+    return IngestRequest(package, version, "hexdocs", parsed.items)
 
 
 async def build_index(
@@ -83,7 +83,7 @@ async def build_index(
             continue
         started = time.perf_counter()
         request = await asyncio.to_thread(_request, package, version)
-        report = await index_items(store, embedder, request)
+        report = await ingest_items(store, embedder, request)
         console.print(
             f"indexed {package} {version}: {report.chunks} chunks "
             f"({report.embedded} embedded) in {time.perf_counter() - started:.1f} s",

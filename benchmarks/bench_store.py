@@ -2,7 +2,7 @@
 
 One run, both engines, the same packages, vectors and queries:
 
-* ingestion: each package through the pipeline (`index_items`: chunk, write the chunks,
+* ingestion: each package through the pipeline (`ingest_items`: chunk, write the chunks,
   embed and write the vectors slice by slice) into a fresh index of each engine, the chunk
   write timed apart by the pipeline's progress phases; then `replace_package` alone with the
   same precomputed vectors into another fresh index (round 0 writes an empty index, each
@@ -55,14 +55,10 @@ from hexlocal_core.index.rows import PackageWrite  # noqa: E402
 from hexlocal_core.index.seam import DocsStore  # noqa: E402
 from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ingest.hexdocs import parse_hexdocs  # noqa: E402
-from hexlocal_core.ingest.pipeline import (  # noqa: E402
-    IndexRequest,
-    embed_with_cache,
-    index_items,
-    provider_of,
-)
+from hexlocal_core.ingest.pipeline import IngestRequest, embed_with_cache, ingest_items  # noqa: E402
 from hexlocal_core.ingest.tarball import read_docs_tarball  # noqa: E402
 from hexlocal_core.model import IngestProgress, Phase, VersionSource  # noqa: E402
+from hexlocal_core.model_guard import provider_of  # noqa: E402
 from hexlocal_core.ports import Embedder  # noqa: E402
 from hexlocal_core.service import Hexlocal, build, open_store  # noqa: E402
 from hexlocal_core.versions.semver import try_parse_version  # noqa: E402
@@ -90,7 +86,7 @@ FAKE_HASH = "0" * 64  # mix.lock checksums: hexlocal reads the version, not the 
 class Target:
     name: str
     version: str
-    request: IndexRequest
+    request: IngestRequest
 
 
 @frozen
@@ -135,7 +131,7 @@ def load_target(spec: str, queries: Sequence[EvalQuery]) -> Target:
     tarball = HEXDOCS / f"{name}-{version}.tar.gz"
     files = read_docs_tarball(tarball.read_bytes(), max_bytes=MAX_DOCS_BYTES)
     parsed = parse_hexdocs(files, package=name, version=version)
-    return Target(name, version, IndexRequest(name, version, "hexdocs", parsed.items))
+    return Target(name, version, IngestRequest(name, version, "hexdocs", parsed.items))
 
 
 def write_lock(root: Path, targets: Sequence[Target]) -> None:
@@ -231,7 +227,7 @@ async def pipeline_ingest(
 ) -> dict[str, float]:
     clock = PhaseClock()
     started = time.perf_counter()
-    report = await index_items(
+    report = await ingest_items(
         store, embedder, target.request, slice_size=slice_size, progress=clock
     )
     return {
@@ -247,7 +243,7 @@ async def pipeline_ingest(
 async def package_write(
     store: DocsStore, embedder: Embedder, target: Target, slice_size: int
 ) -> PackageWrite:
-    """The write `index_items` makes, vectors from `store`'s embedding cache (no model)."""
+    """The write `ingest_items` makes, vectors from `store`'s embedding cache (no model)."""
     items = target.request.items
     chunks = chunk_items(items).chunks
     vectors, embedded = await embed_with_cache(store, embedder, chunks, slice_size=slice_size)

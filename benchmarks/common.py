@@ -19,6 +19,8 @@ from hexlocal_core.evaluation import EvalQuery, load_queries
 from hexlocal_core.evaluation.relevance import relevant_ids
 from hexlocal_core.index.seam import DocsStore
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 def finish(data: dict[str, Any], table: Table, load_before: float, *, as_json: bool) -> int:
     """Prints `data` (with the load average before the run) as JSON, or the table and the
@@ -58,3 +60,34 @@ def answerable(
             if indexed is None or (q.version and indexed.version != q.version) or not relevant:
                 continue
             yield name, q, relevant
+
+
+def write_provenance(
+    artifact: Path, *, script: str, argv: Sequence[str], sets: Sequence[str], **facts: Any
+) -> Path:
+    """`<artifact stem>.provenance.json` beside a fitted artifact: how it was made (the
+    script and its arguments, the query sets, the checkout's commit, the date) plus
+    `facts` (the model, the query count). Read by nothing at run time; it is the record a
+    later refit or review starts from."""
+    import datetime
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=REPO)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "HEAD") or "unknown"
+    if git("status", "--porcelain"):
+        commit += " (with uncommitted changes)"
+    record = {
+        "artifact": artifact.name,
+        "script": script,
+        "command": " ".join(["python", script, *argv]),
+        "query_sets": list(sets),
+        **facts,
+        "commit": commit,
+        "date": datetime.datetime.now(datetime.UTC).date().isoformat(),
+    }
+    path = artifact.with_name(f"{artifact.stem}.provenance.json")
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return path

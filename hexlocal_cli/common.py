@@ -24,6 +24,7 @@ from rich.table import Table
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import HexlocalError, StoreError, UserInputError
+from hexlocal_core.model import DownloadProgress
 
 if TYPE_CHECKING:
     from hexlocal_core.service import Hexlocal
@@ -53,7 +54,7 @@ def build_service(settings: Settings, *, load_models: bool = True) -> Hexlocal:
     return build(settings, load_models=load_models, model_progress=download_progress())
 
 
-def download_progress() -> Callable[[str, int, int], None]:
+def download_progress() -> DownloadProgress:
     """Prints a model download's progress on stderr, at most once per 10% (and at the end)."""
     shown: dict[str, int] = {}
 

@@ -7,7 +7,7 @@ service decides versions, indexing and ranking.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -16,16 +16,17 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from hexlocal_cli import common
 from hexlocal_core import bounds
-from hexlocal_core.model import IngestProgress
+from hexlocal_core.model import IngestProgress, ProgressFn, SearchMode
 
 if TYPE_CHECKING:
     from hexlocal_core.model import IngestReport, SearchResult
     from hexlocal_core.service import Hexlocal
 
 EXCERPT_CHARS = 600
-MODES = ("rerank", "rrf", "fts", "vector")
-
-ProgressFn = Callable[[IngestProgress], None]
+# The full pipeline first, then the cheaper rankings, as --help lists them.
+MODES = tuple(
+    m.value for m in (SearchMode.RERANK, SearchMode.RRF, SearchMode.FTS, SearchMode.VECTOR)
+)
 
 
 # -- progress -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ model a later step then found). `pull` downloads now, with progress on stderr.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import click
@@ -18,11 +18,10 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeE
 
 from hexlocal_cli import common
 from hexlocal_core.config import Settings
+from hexlocal_core.model import DownloadProgress
 
 if TYPE_CHECKING:
     from hexlocal_core.adapters.model_sources import ModelStatus
-
-DownloadProgress = Callable[[str, int, int], None]
 
 
 @click.group()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from hexlocal_core.errors import UserInputError
+from hexlocal_core.model import SearchMode
 
 # -- queries and result counts --------------------------------------------------------------
 MAX_QUERY_CHARS = 4_000  # a question, an identifier or an error message; never a document
@@ -88,6 +89,16 @@ def check_limit(limit: Any, *, maximum: int = MAX_LIMIT) -> int:
             f"limit must be a whole number from 1 to {maximum}, not {short_repr(limit)}"
         )
     return limit
+
+
+def check_mode(mode: Any) -> SearchMode:
+    """A search mode, as the enum or its name (`"rrf"`)."""
+    if isinstance(mode, SearchMode):
+        return mode
+    try:
+        return SearchMode.parse(mode if isinstance(mode, str) else short_repr(mode))
+    except ValueError as exc:
+        raise UserInputError(str(exc)) from None
 
 
 def short_repr(value: object, limit: int = 80) -> str:

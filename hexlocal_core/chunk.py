@@ -34,6 +34,7 @@ from markdown_it.token import Token
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.model import Chunk, DocItem, Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.untrusted import clip
 
 # Bump whenever the same markdown would be cut differently: stored chunks are rebuilt.
@@ -178,7 +179,7 @@ class ChunkedItems:
             parts.append(f"{self.items_left_out} item(s) were left out")
         return (
             Notice(
-                code="docs_truncated",
+                code=NoticeCode.DOCS_TRUNCATED,
                 message=(
                     f"The docs of {package} {version} are far larger than any real package's: "
                     f"{' and '.join(parts)} to keep ingestion bounded "

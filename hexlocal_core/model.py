@@ -7,12 +7,14 @@ results; only failures the caller must act on are exceptions (see `errors.py`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from attrs import asdict, field, frozen
+
+from hexlocal_core.notice_codes import NoticeCode
 
 
 def sha256_text(text: str) -> str:
@@ -86,11 +88,11 @@ class Atom:
 class Notice:
     """Something the caller should know about a result: a degradation, a replacement, drift."""
 
-    code: str  # stable machine key, e.g. "rerank_unavailable", "version_replaced"
+    code: NoticeCode  # the stable machine key clients act on (notice_codes.py)
     message: str  # one or two sentences for a person or an assistant, naming the fix
 
     def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
+        return {"code": self.code.value, "message": self.message}
 
 
 @frozen
@@ -211,6 +213,52 @@ class Hit:
         return asdict(self)
 
 
+class SearchMode(StrEnum):
+    """How a search ranks: one arm, the fused arms, or the fused arms then the reranker."""
+
+    FTS = "fts"  # the keyword arm alone
+    VECTOR = "vector"  # the vector arm alone
+    RRF = "rrf"  # both arms fused, relevance feedback, the learned ranking
+    RERANK = "rerank"  # rrf, then the cross-encoder over the pool
+
+    @property
+    def fuses(self) -> bool:
+        """Both arms fused (and what follows the fusion: feedback, the learned ranking)."""
+        return self in (SearchMode.RRF, SearchMode.RERANK)
+
+    @classmethod
+    def parse(cls, value: str) -> SearchMode:
+        """The mode `value` names; ValueError (listing the modes) for any other text."""
+        try:
+            return cls(value)
+        except ValueError:
+            modes = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown search mode {value!r}; expected one of {modes}") from None
+
+
+@frozen
+class ResolvedMode:
+    """The mode a search was asked for and the one it ran, with why they differ.
+
+    The only rewrite: `rerank` runs as `rrf` when reranking is switched off on purpose
+    (AI_RERANK_MODEL=off). A reranker that is merely not there yet is no rewrite: the
+    search runs in `rerank` mode and a notice says the pool kept the fused order."""
+
+    requested: SearchMode
+    used: SearchMode
+    reason: str | None = None  # None when `used` is `requested`
+
+    @classmethod
+    def of(cls, requested: SearchMode, *, rerank_enabled: bool) -> ResolvedMode:
+        if requested is SearchMode.RERANK and not rerank_enabled:
+            why = "reranking is switched off (AI_RERANK_MODEL=off): the fused order is final"
+            return cls(requested, SearchMode.RRF, why)
+        return cls(requested, requested)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"requested": self.requested.value, "used": self.used.value, "reason": self.reason}
+
+
 @frozen
 class SearchResult:
     package: str
@@ -221,6 +269,7 @@ class SearchResult:
     version_source: str | None = None
     timings_ms: Mapping[str, float] = field(factory=dict)
     ingestion: JobStatus | None = None  # where the job stands when the answer waits on it
+    mode: ResolvedMode | None = None  # a search's mode (None for an exact lookup)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -228,6 +277,7 @@ class SearchResult:
             "version": self.version,
             "query": self.query,
             "version_source": self.version_source,
+            "mode": self.mode.to_dict() if self.mode else None,
             "results": [h.to_dict() for h in self.hits],
             "notices": [n.to_dict() for n in self.notices],
             "ingestion": self.ingestion.to_dict() if self.ingestion else None,
@@ -281,6 +331,13 @@ class IngestProgress:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "phase": str(self.phase)}
+
+
+# A job's listener: called with each IngestProgress, from the event loop.
+ProgressFn = Callable[[IngestProgress], None]
+# A model download's: (message, bytes done, bytes total or 0 when the hub did not say),
+# called from the download's worker thread.
+DownloadProgress = Callable[[str, int, int], None]
 
 
 @frozen

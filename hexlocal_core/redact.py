@@ -10,7 +10,6 @@ Pure functions, no I/O:
                                 entities, %XX), in part (any 8-character run of one), or cut
                                 short at the end of the text
     excerpt(text, secrets)      scrub first, then cut: a cut can never expose part of a key
-    clip(name)                  one echoed name on one line, at most 200 characters
     valid_model_name(name, ...) whether a server-supplied model id may be stored and shown
 """
 
@@ -25,7 +24,6 @@ from hexlocal_core.untrusted import clip
 
 __all__ = [
     "MASK",
-    "clip",
     "excerpt",
     "redact_url",
     "redact_urls",

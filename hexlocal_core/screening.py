@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 from attrs import evolve
 
 from hexlocal_core.model import Hit, IssueHit, Memory, Notice, SearchResult
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.steering import Finding, clean, inspect
 from hexlocal_core.untrusted import clip
 
@@ -36,7 +37,7 @@ __all__ = [
     "suspicious_notice",
 ]
 
-SUSPICIOUS = "suspicious_content"
+SUSPICIOUS = NoticeCode.SUSPICIOUS_CONTENT
 HIT_FIELDS = ("content", "title", "signature", "deprecated")
 ISSUE_FIELDS = ("title", "excerpt")
 MEMORY_FIELDS = ("text",)

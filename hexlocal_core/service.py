@@ -9,7 +9,7 @@ exposes no internals: a face that needs a fact asks a method (`diagnostics()`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,11 +18,11 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import HexlocalError, StoreError
 from hexlocal_core.index.seam import DocsStore, UsageRecords
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
-from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.otp_source import OtpSource, otp_paths
 from hexlocal_core.memory.service import MemoryPorts, MemoryService
 from hexlocal_core.model import (
     Diagnostics,
+    DownloadProgress,
     IndexedPackage,
     IngestReport,
     IssueHit,
@@ -30,8 +30,11 @@ from hexlocal_core.model import (
     Memory,
     Notice,
     PackageState,
+    ProgressFn,
+    SearchMode,
     SearchResult,
 )
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import (
     ChatModel,
     Embedder,
@@ -52,7 +55,7 @@ from hexlocal_core.usecases import reindex as reindex_uc
 from hexlocal_core.usecases import usage as usage_uc
 from hexlocal_core.usecases.diff import VersionDiff, VersionDiffer
 from hexlocal_core.usecases.docs import Docs
-from hexlocal_core.usecases.ingest import Indexing
+from hexlocal_core.usecases.ingest import Ingestion
 from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.locate import Locator
 from hexlocal_core.usecases.project_search import ProjectSearch
@@ -67,9 +70,6 @@ if TYPE_CHECKING:
     from hexlocal_core.usecases.reindex import ReindexPlan, ReindexProgress, ReindexReport
 
 log = logging.getLogger("hexlocal.service")
-
-# (message, bytes done, bytes total or 0): a local model's download, called from its thread.
-DownloadProgress = Callable[[str, int, int], None]
 
 
 class Hexlocal:
@@ -105,7 +105,7 @@ class Hexlocal:
         paths = SourcePaths(settings.project_root, settings.elixir_home, settings.max_docs_bytes)
         otp = OtpSource(otp_docs, otp_paths(settings))
         self._ingestor = Ingestor(store, embedder, registry, paths, slice_size=self._slice, otp=otp)
-        self._indexing = Indexing(
+        self._ingestion = Ingestion(
             store,
             embedder,
             registry,
@@ -113,7 +113,7 @@ class Hexlocal:
             project_root=settings.project_root,
             database_path=settings.database_path,
             timeout_s=settings.ingest_timeout_ms / 1000,
-            startup_notices=tuple(Notice("setting_ignored", w) for w in settings.warnings),
+            startup_notices=tuple(Notice(NoticeCode.SETTING_IGNORED, w) for w in settings.warnings),
             answer_while_embedding=settings.answer_while_embedding,
         )
         local = LocalSources(settings.project_root)
@@ -121,7 +121,7 @@ class Hexlocal:
             store, project_root=settings.project_root, elixir_home=settings.elixir_home
         )
         self._docs = Docs(
-            self._indexing,
+            self._ingestion,
             self._engine,
             store,
             rerank_enabled=settings.rerank_enabled,
@@ -141,7 +141,7 @@ class Hexlocal:
         self._memory = MemoryService(MemoryPorts(settings, store, embedder, chat))
         self._syncer = Syncer(
             store,
-            self._indexing,
+            self._ingestion,
             project_root=settings.project_root,
             include_elixir=settings.sync_elixir,
             otp=otp if settings.sync_otp else None,
@@ -155,7 +155,7 @@ class Hexlocal:
     async def start(self) -> None:
         """Background work for a long-lived process: resume interrupted jobs, the curation
         queue, and (unless HEXLOCAL_SYNC_ON_START=false) sync the project's packages."""
-        await self._indexing.resume()
+        await self._ingestion.resume()
         await self._memory.start()
         if self._settings.sync_on_start:
             self._syncer.start_background()
@@ -174,7 +174,7 @@ class Hexlocal:
         """Stops the curation worker, cancels ingestion jobs, closes adapters and the store."""
         await self._memory.stop()
         await self._syncer.aclose()  # before the jobs: its row goes back to the queue
-        await self._indexing.aclose()
+        await self._ingestion.aclose()
         # The facade owns every adapter it holds, those handed to build() included (as an
         # aiohttp session owns its connector): closing it releases them all.
         adapters: tuple[Resource | None, ...] = (
@@ -211,7 +211,7 @@ class Hexlocal:
         limit: int = 5,
         examples_only: bool = False,
         refresh: bool = False,
-        mode: str = "rerank",
+        mode: SearchMode | str = SearchMode.RERANK,
         progress: ProgressFn | None = None,
     ) -> SearchResult:
         """Search one package's docs at the version the project runs, indexing it first."""
@@ -232,7 +232,7 @@ class Hexlocal:
         *,
         packages: Sequence[str] | None = None,
         limit: int = 5,
-        mode: str = "rerank",
+        mode: SearchMode | str = SearchMode.RERANK,
     ) -> SearchResult:
         """Search every package the project runs (mix.lock's deps at their locked versions,
         Elixir's apps at the project's Elixir version), or only `packages`; each hit names
@@ -261,7 +261,7 @@ class Hexlocal:
         progress: ProgressFn | None = None,
     ) -> tuple[IngestReport | None, tuple[Notice, ...]]:
         """Index a package version now (waits for the job); returns its report and notices."""
-        prepared = await self._indexing.prepare(
+        prepared = await self._ingestion.prepare(
             package, version, refresh=refresh, progress=progress, wait_s=None
         )
         return prepared.report, prepared.notices
@@ -295,7 +295,7 @@ class Hexlocal:
 
     def ingestion_status(self, package: str | None = None) -> list[JobStatus]:
         """This process's jobs (all, or the package's), else what the index holds for it."""
-        return self._indexing.status(package)
+        return self._ingestion.status(package)
 
     def diagnostics(self) -> Diagnostics:
         """Facts for `doctor` and logs: the database, its schema, what it holds."""
@@ -334,7 +334,7 @@ class Hexlocal:
         return await project_docs_uc.search_project_docs(
             self._engine,
             self._store,
-            self._indexing,
+            self._ingestion,
             self._settings.project_root,
             query,
             limit=limit,

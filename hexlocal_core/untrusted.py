@@ -128,6 +128,11 @@ def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     return data
 
 
+def unreadable(path: os.PathLike[str] | str, exc: NotReadable) -> str:
+    """`exc` as a sentence about `path` (a NotRegularFile names the path already)."""
+    return str(exc) if isinstance(exc, NotRegularFile) else f"{clip(os.fspath(path))} {exc}"
+
+
 __all__ = [
     "MAX_ECHO",
     "NotReadable",
@@ -139,4 +144,5 @@ __all__ = [
     "read_regular",
     "scrub",
     "shown",
+    "unreadable",
 ]

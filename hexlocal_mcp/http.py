@@ -28,9 +28,8 @@ import json
 import logging
 import signal
 import socket
-import sys
 from collections.abc import Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import uvicorn
 from attrs import frozen
@@ -40,8 +39,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from hexlocal_core.config import Settings
-from hexlocal_mcp import logs
-from hexlocal_mcp.server import HostSlot, create_server, exit_soon, server_version
+
+if TYPE_CHECKING:
+    from hexlocal_core.service import Hexlocal
 
 log = logging.getLogger("hexlocal.mcp.http")
 
@@ -149,7 +149,22 @@ def _unauthorized(why: str) -> Response:
     )
 
 
-def add_health_route(server: FastMCP[Any], slot: HostSlot) -> None:
+class StartingService(Protocol):
+    """The server's service host, as the health check sees it."""
+
+    def ready(self) -> Hexlocal | None: ...
+
+    def failed(self) -> bool: ...
+
+
+class ServiceSlot(Protocol):
+    """Where the running service host is found (empty before the lifespan and after)."""
+
+    @property
+    def host(self) -> StartingService | None: ...
+
+
+def add_health_route(server: FastMCP[Any], slot: ServiceSlot, *, version: str) -> None:
     """`GET /health`: 200 when the service answers, 503 while it starts or if it failed.
 
     The body names no path, token or setting: anyone who can reach the port may read it.
@@ -159,7 +174,7 @@ def add_health_route(server: FastMCP[Any], slot: HostSlot) -> None:
     async def health(_request: Request) -> Response:
         body: dict[str, Any] = {
             "status": "starting",
-            "version": server_version(),
+            "version": version,
             "database": "starting",
             "packages": None,
         }
@@ -271,47 +286,3 @@ async def serve(app: ASGIApp, server: FastMCP[Any], sock: socket.socket, *, grac
     _hold_streams_open()
     async with server._lifespan_manager():
         await _Server(config, grace_s).serve(sockets=[sock])
-
-
-def run(options: HttpOptions) -> int:
-    """Serve until SIGTERM/SIGINT; the exit code (0 after a clean stop)."""
-    logs.bootstrap()
-    settings = Settings.from_env()
-    logs.configure(settings)
-    problem = refusal(settings, options)
-    if problem is not None:
-        sys.stderr.write(f"Error: {problem}\n")
-        return 2
-    try:
-        sock = bind(options)
-    except OSError as exc:
-        sys.stderr.write(
-            f"Error: cannot listen on {options.host}:{options.port} ({exc.strerror or exc}); "
-            "pick another --port or stop the process that holds it\n"
-        )
-        return 1
-    host, port = sock.getsockname()[:2]
-    auth = "bearer token" if settings.http_token else "NO AUTH (loopback only)"
-    log.info(
-        "hexlocal MCP server on http://%s:%s%s (%s; database %s)",
-        f"[{host}]" if ":" in host else host,
-        port,
-        MCP_PATH,
-        auth,
-        settings.database_location,
-    )
-    if not is_loopback(options.host):
-        log.warning(
-            "listening on %s in plain HTTP: put a TLS reverse proxy in front (docs/deployment.md)",
-            options.host,
-        )
-    slot = HostSlot()
-    server = create_server(settings=settings, slot=slot)
-    add_health_route(server, slot)
-    app = build_app(server, settings, options)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(app, server, sock, grace_s=settings.http_shutdown_grace_s))
-    log.info("hexlocal MCP server stopped")
-    # Work in a worker thread cannot be cancelled and would hold the interpreter open.
-    exit_soon()
-    return 0

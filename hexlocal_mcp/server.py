@@ -37,6 +37,7 @@ from hexlocal_mcp import logs, stdio, tools
 
 if TYPE_CHECKING:
     from hexlocal_core.service import Hexlocal
+    from hexlocal_mcp.http import HttpOptions
 
 log = logging.getLogger("hexlocal.mcp")
 
@@ -346,8 +347,56 @@ def _serve_http(args: Sequence[str]) -> int:
     parsed = parser.parse_args(list(args))  # a bad argument: usage on stderr, exit 2
     if not 0 <= parsed.port <= 65535:
         parser.error(f"--port {parsed.port} is not a port (0-65535)")
-    options = http.HttpOptions(host=parsed.host, port=parsed.port, no_auth=parsed.no_auth)
-    return http.run(options)
+    return _run_http(http.HttpOptions(host=parsed.host, port=parsed.port, no_auth=parsed.no_auth))
+
+
+def _run_http(options: HttpOptions) -> int:
+    """Serve over HTTP until SIGTERM/SIGINT; the exit code (0 after a clean stop).
+
+    Here and not in http.py, which holds the transport's parts: this builds the server
+    they carry, and http.py imports nothing of this module."""
+    from hexlocal_mcp import http
+
+    logs.bootstrap()
+    settings = Settings.from_env()
+    logs.configure(settings)
+    problem = http.refusal(settings, options)
+    if problem is not None:
+        sys.stderr.write(f"Error: {problem}\n")
+        return 2
+    try:
+        sock = http.bind(options)
+    except OSError as exc:
+        sys.stderr.write(
+            f"Error: cannot listen on {options.host}:{options.port} ({exc.strerror or exc}); "
+            "pick another --port or stop the process that holds it\n"
+        )
+        return 1
+    host, port = sock.getsockname()[:2]
+    auth = "bearer token" if settings.http_token else "NO AUTH (loopback only)"
+    log.info(
+        "hexlocal MCP server on http://%s:%s%s (%s; database %s)",
+        f"[{host}]" if ":" in host else host,
+        port,
+        http.MCP_PATH,
+        auth,
+        settings.database_location,
+    )
+    if not http.is_loopback(options.host):
+        log.warning(
+            "listening on %s in plain HTTP: put a TLS reverse proxy in front (docs/deployment.md)",
+            options.host,
+        )
+    slot = HostSlot()
+    server = create_server(settings=settings, slot=slot)
+    http.add_health_route(server, slot, version=server_version())
+    app = http.build_app(server, settings, options)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(http.serve(app, server, sock, grace_s=settings.http_shutdown_grace_s))
+    log.info("hexlocal MCP server stopped")
+    # Work in a worker thread cannot be cancelled and would hold the interpreter open.
+    exit_soon()
+    return 0
 
 
 def _answer_argv(args: Sequence[str]) -> int:

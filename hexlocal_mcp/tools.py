@@ -27,7 +27,7 @@ from pydantic import Field
 
 from hexlocal_core import bounds
 from hexlocal_core.errors import HexlocalError, UserInputError
-from hexlocal_core.model import IngestProgress
+from hexlocal_core.model import IngestProgress, ProgressFn
 from hexlocal_core.usecases.upgrade_text import render as render_upgrade
 from hexlocal_mcp import formatting
 
@@ -358,7 +358,7 @@ DOWNLOAD_STEP = 0.01  # MCP progress must increase: a download update nudges it 
 @contextlib.asynccontextmanager
 async def reporting_progress(
     ctx: Context, service: Hexlocal | None = None
-) -> AsyncIterator[Callable[[IngestProgress], None]]:
+) -> AsyncIterator[ProgressFn]:
     """A progress callback for the service that becomes MCP progress notifications.
 
     The service calls it synchronously from its own task; a queue hands each update to a
@@ -712,6 +712,7 @@ _RESULT = _schema(
     version=("string", "null"),
     query="string",
     version_source=("string", "null"),
+    mode=("object", "null"),
     results="array",
     notices="array",
     ingestion=("object", "null"),

@@ -4,11 +4,12 @@ Runs every query of the spent sets through the engine with the learned stage loo
 (it records the candidates and keeps the fused order), fits a pairwise logistic model
 (relevant against irrelevant candidates of one query, L2 `--l2`, Newton steps) on them,
 prints its leave-one-set-out cross-validation next to the fused order, and prints the
-weights folded per query shape, ready to paste into `WEIGHTS`.
+weights folded per query shape; `--out hexlocal_core/search/fitted` writes them where the
+engine loads them (learned_rank.json) beside a provenance record.
 
     python scripts/fit_learned_rank.py [--db PATH] [--errors-db PATH] [--l2 0.001]
         [--weight W] [--sets dev,examples,...] [--judge heldout_fourth,...] [--folds package]
-        [--error-map]
+        [--error-map] [--out hexlocal_core/search/fitted]
 
 The fitted sets are searched with the error-paste map off unless `--error-map`: the shipped
 map was fitted on their error queries, so with it on their cosine features are better than
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +45,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_retrieval import SETS, _request  # noqa: E402
 
-from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
+from benchmarks.common import answerable, same_model_or_exit, write_provenance  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation import ingest_targets, load_queries  # noqa: E402
@@ -389,16 +391,44 @@ def _fused_back(s: Seen, scores: Sequence[float], weight: float) -> list[int]:
     return list(rerank_fuse(list(range(len(s.ids))), list(scores), weight=weight))
 
 
-def print_weights(w: npt.NDArray[np.float64]) -> None:
+def folded_weights(w: npt.NDArray[np.float64]) -> dict[Shape, dict[str, float]]:
+    """Each shape's weights: the shared weight plus the shape's own, the features that
+    never fired (weight 0) left out."""
     by_name = dict(zip(NAMES, w, strict=True))
+    out: dict[Shape, dict[str, float]] = {}
     for shape in SHAPES:
         folded = {
             n: round(float(by_name[n] + by_name.get(f"{shape.value}*{n}", 0.0)), 3) for n in BASE
         }
-        print(f"{shape.name}: {folded}")
+        out[shape] = {n: v for n, v in folded.items() if v != 0.0}
+    return out
+
+
+def print_weights(folded: dict[Shape, dict[str, float]]) -> None:
+    for shape, weights in folded.items():
+        print(f"{shape.name}: {weights}")
         current = learned_rank.WEIGHTS[shape]
-        drift = max(abs(folded[n] - current.get(n, 0.0)) for n in BASE)
+        drift = max(abs(weights.get(n, 0.0) - current.get(n, 0.0)) for n in BASE)
         print(f"  largest difference from the shipped weights: {drift:.3f}")
+
+
+def write_weights(
+    folder: Path, folded: dict[Shape, dict[str, float]], args: argparse.Namespace, queries: int
+) -> None:
+    """learned_rank.json (what search/learned_rank.py loads) and its provenance record."""
+    path = folder / learned_rank.WEIGHTS_FILE.name
+    data = {"format": 1, "shapes": {s.value: w for s, w in folded.items()}}
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    record = write_provenance(
+        path,
+        script="scripts/fit_learned_rank.py",
+        argv=sys.argv[1:],
+        sets=(*args.sets, *ERROR_SETS),
+        queries=queries,
+        model=build_local_embedder(Settings.from_env()).model_id,
+        fit=f"pairwise logistic loss, L2 {args.l2}, depth {SearchTuning().learned_depth}",
+    )
+    print(f"wrote {path} and {record}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -434,6 +464,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="collect the fitted sets with the error-paste map on (leaks: it was fitted on them)",
     )
+    parser.add_argument(
+        "--out", type=Path, help="write learned_rank.json and its provenance into this folder"
+    )
     args = parser.parse_args(argv)
     if set(args.judge) & {*args.sets, *ERROR_SETS}:
         parser.error("a judged set must not be fitted on")
@@ -454,7 +487,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cross_validate(seen, args.l2, args.weight, args.folds)
     weights = fit(seen, args.l2)
-    print_weights(weights)
+    print_weights(folded_weights(weights))
+    if args.out is not None:
+        write_weights(args.out, folded_weights(weights), args, len(seen))
     if args.judge:
         judge(asyncio.run(collect(args.db, args.judge, error_map=True)), weights, args.weight)
     return 0

@@ -8,12 +8,12 @@ memorises where its answers lie (+0.25 MRR@10 by set against +0.04 by package, v
 alone). The product serves packages it was never fitted on.
 
     python scripts/fit_query_adapter.py [--db PATH] [--errors-db PATH] [--shape error]
-        [--l2 0.1] [--steps 100] [--folds 7] [--out hexlocal_core/search/error_adapter.npz]
+        [--l2 0.1] [--steps 100] [--folds 7] [--out hexlocal_core/search/fitted/error_adapter.npz]
 
 It prints the vector arm's MRR@10 by package-held-out fold and, with `--out`, writes the map
-fitted on every spent set's queries of that shape. The databases are those of
-`benchmarks/bench_retrieval.py`; refit whenever the embedding model or the query shaping
-changes.
+fitted on every spent set's queries of that shape, with its provenance record beside it.
+The databases are those of `benchmarks/bench_retrieval.py`; refit whenever the embedding
+model or the query shaping changes.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_retrieval import SETS  # noqa: E402
 
-from benchmarks.common import answerable, same_model_or_exit  # noqa: E402
+from benchmarks.common import answerable, same_model_or_exit, write_provenance  # noqa: E402
 from hexlocal_core.adapters.local_embedder import build_local_embedder  # noqa: E402
 from hexlocal_core.config import Settings  # noqa: E402
 from hexlocal_core.evaluation.folds import package_folds  # noqa: E402
@@ -181,7 +181,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = build_local_embedder(Settings.from_env()).model_id
         a = fit(groups(queries, chunks), args.l2, args.steps)
         np.savez_compressed(args.out, model=np.array(model), shape=np.array(args.shape), matrix=a)
-        print(f"wrote {args.out} ({model}, {args.shape} queries)")
+        record = write_provenance(
+            args.out,
+            script="scripts/fit_query_adapter.py",
+            argv=sys.argv[1:],
+            sets=(*MAIN_SETS, *ERROR_SETS),
+            queries=len(queries),
+            query_shape=args.shape,
+            model=model,
+            fit=f"softmax over each package's chunks, tau {TAU}, L2 {args.l2}, {args.steps} steps",
+        )
+        print(f"wrote {args.out} ({model}, {args.shape} queries) and {record}")
     return 0
 
 

@@ -180,8 +180,12 @@ def build_dists(work: Path) -> tuple[Path, Path]:
 # --------------------------------------------------------------------------- install
 
 
-# Data files the code loads from its own package (a wheel without them degrades silently).
-PACKAGE_DATA = ("hexlocal_core/search/error_adapter.npz",)
+# Data files the code loads from its own package, search/fitted/: a wheel without the error
+# map degrades silently, one without the learned weights cannot search.
+PACKAGE_DATA = (
+    "hexlocal_core/search/fitted/error_adapter.npz",
+    "hexlocal_core/search/fitted/learned_rank.json",
+)
 
 
 def missing_data(wheel: Path) -> list[str]:

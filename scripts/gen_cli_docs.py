@@ -10,7 +10,6 @@ depend on the terminal it is generated in; tests/cli/test_cli.py compares it wit
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from hexlocal_cli.main import cli  # noqa: E402
+from scripts.generated_page import generate  # noqa: E402
 
 TARGET = REPO / "docs" / "cli.md"
 WIDTH = 100
@@ -65,17 +65,7 @@ def render() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Regenerate docs/cli.md from --help.")
-    parser.add_argument("--check", action="store_true", help="fail if docs/cli.md is stale")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-        if current != text:
-            sys.exit(f"{TARGET} is out of date; run python scripts/gen_cli_docs.py")
-        return
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET.relative_to(REPO)}")
+    generate(TARGET, render, script="gen_cli_docs.py", source="--help")
 
 
 if __name__ == "__main__":

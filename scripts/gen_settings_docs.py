@@ -12,7 +12,6 @@ no longer read, missing from `config.ENV_VARIABLES`, or when docs/settings.md is
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from hexlocal_core.adapters.hub import HubConfig  # noqa: E402
 from hexlocal_core.config import Secret, Settings  # noqa: E402
+from scripts.generated_page import generate  # noqa: E402
 
 TARGET = REPO / "docs" / "settings.md"
 HEADER = """\
@@ -429,17 +429,7 @@ def render() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Regenerate docs/settings.md from config.py.")
-    parser.add_argument("--check", action="store_true", help="fail if docs/settings.md is stale")
-    args = parser.parse_args()
-    text = render()
-    if args.check:
-        current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-        if current != text:
-            sys.exit(f"{TARGET} is out of date; run python scripts/gen_settings_docs.py")
-        return
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET.relative_to(REPO)}")
+    generate(TARGET, render, script="gen_settings_docs.py", source="config.py")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The dependency rules of the layout: core logic knows no adapter library, faces no
-printing to the protocol channel, imports inside hexlocal_core form no cycle, and SQL is
-written only in hexlocal_core/index/."""
+printing to the protocol channel, imports across the core and the faces form no cycle, and
+SQL is written only in hexlocal_core/index/."""
 
 from __future__ import annotations
 
@@ -54,11 +54,13 @@ def test_core_imports_no_face() -> None:
         assert not (_imports(path) & {"hexlocal_mcp", "hexlocal_cli", "click", "rich"}), path
 
 
-# -- import direction: no cycles inside hexlocal_core ------------------------------------
+# -- import direction: no cycles in the core or the faces ---------------------------------
+
+PACKAGES = ("hexlocal_core", "hexlocal_mcp", "hexlocal_cli")
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def _module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -85,14 +87,18 @@ def _runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
 
 
 def _resolve(name: str, modules: set[str]) -> str | None:
-    """The hexlocal_core module an imported dotted name lives in (None if outside)."""
+    """The module of ours an imported dotted name lives in (None if outside)."""
     while name and name not in modules:
         name = name.rpartition(".")[0]
     return name or None
 
 
-def _import_graph() -> dict[str, set[str]]:
-    paths = {_module_name(p): p for p in (ROOT / "hexlocal_core").rglob("*.py")}
+def _import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports when it runs, for every module under
+    `root` of the core and the faces."""
+    paths = {
+        _module_name(p, root): p for package in PACKAGES for p in (root / package).rglob("*.py")
+    }
     modules = set(paths)
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in paths.items():
@@ -176,11 +182,23 @@ def test_type_checking_imports_are_not_runtime_edges() -> None:
     assert sorted(names) == ["x.lazy", "x.runtime"]
 
 
-def test_hexlocal_core_has_no_import_cycle() -> None:
+def test_no_import_cycle_in_the_core_or_the_faces() -> None:
     # Imports point one way (faces -> use cases -> core logic -> index -> model/ports), so
     # a module can be read, tested and replaced without the modules above it. A lazy import
     # inside a function still counts: it hides a cycle from Python, not from the reader.
     assert _cycles(_import_graph()) == []
+
+
+def test_a_cycle_through_a_face_and_a_lazy_import_is_seen(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "hexlocal_mcp" / "server.py").write_text(
+        "def serve():\n    from hexlocal_mcp import http\n"
+    )
+    (tmp_path / "hexlocal_mcp" / "http.py").write_text("from hexlocal_mcp.server import serve\n")
+    (tmp_path / "hexlocal_cli" / "main.py").write_text("import hexlocal_mcp.server\n")
+    assert _cycles(_import_graph(tmp_path)) == [["hexlocal_mcp.http", "hexlocal_mcp.server"]]
 
 
 # -- storage behind one seam: SQL only in hexlocal_core/index/ ---------------------------

@@ -1,5 +1,5 @@
 """docs/architecture.md names only modules that exist: every path it gives (`index/seam.py`,
-`usecases/ingest.Indexing`, `hexlocal_core/usecases/`) and every `module.name` whose module
+`usecases/ingest.Ingestion`, `hexlocal_core/usecases/`) and every `module.name` whose module
 is ours resolves to a file, folder or top-level name in the tree. A rename or a removal
 fails here until the map is updated."""
 
@@ -112,12 +112,12 @@ def problem(path: str, name: str | None) -> str | None:
 
 def test_the_extractor_reads_paths_and_dotted_names() -> None:
     text = (
-        "`index/seam.py` and `usecases/ingest.Indexing.prepare`; `service.Hexlocal`, "
+        "`index/seam.py` and `usecases/ingest.Ingestion.prepare`; `service.Hexlocal`, "
         "`hexlocal_core/usecases/`; the project's README.md, docs/, guides/; `asyncio.to_thread`"
     )
     assert references(text) == [
         ("index/seam.py", None),
-        ("usecases/ingest", "Indexing"),
+        ("usecases/ingest", "Ingestion"),
         ("hexlocal_core/usecases/", None),
         ("service", "Hexlocal"),
     ]
@@ -127,7 +127,7 @@ def test_the_extractor_reads_paths_and_dotted_names() -> None:
     ("path", "name", "ok"),
     [
         ("index/seam.py", None, True),
-        ("usecases/ingest", "Indexing", True),
+        ("usecases/ingest", "Ingestion", True),
         ("usecases/ingest", "NoSuchThing", False),
         ("index/pg/", None, True),
         ("ingest/no_such_module.py", None, False),

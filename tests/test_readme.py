@@ -11,9 +11,7 @@ import click
 from hexlocal_cli.main import cli
 from hexlocal_core.bounds import MAX_LIMIT
 from hexlocal_core.config import ENV_VARIABLES
-from hexlocal_core.search.arms import DEPTH
-from hexlocal_core.search.fusion import RRF_K
-from hexlocal_core.search.tuning import POOL, SearchTuning
+from hexlocal_core.search.tuning import ARM_DEPTH, POOL, RRF_K, SearchTuning
 from tests.support.paths import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
@@ -39,7 +37,7 @@ def test_every_setting_named_exists() -> None:
 def test_the_pipeline_numbers_are_the_codes() -> None:
     tuning = SearchTuning()
     facts = [
-        f"return their best {DEPTH} chunks",
+        f"return their best {ARM_DEPTH} chunks",
         f"reciprocal rank (k = {RRF_K})",
         f"toward the first fusion's top {tuning.feedback_depth}",
         f"re-orders the first {tuning.learned_depth} fused candidates",

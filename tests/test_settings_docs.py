@@ -3,25 +3,11 @@ with the default Settings takes, and nothing it no longer reads is described."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from types import ModuleType
-
 from hexlocal_core.config import ENV_VARIABLES, Settings
 from tests.support.paths import REPO_ROOT
+from tests.support.scripts import load_script
 
-
-def _generator() -> ModuleType:
-    path = REPO_ROOT / "scripts" / "gen_settings_docs.py"
-    spec = importlib.util.spec_from_file_location("gen_settings_docs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _generator()
+GEN = load_script("gen_settings_docs")
 
 
 def test_every_variable_settings_reads_is_described_and_nothing_else() -> None:

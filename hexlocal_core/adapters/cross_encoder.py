@@ -21,7 +21,7 @@ import numpy as np
 from attrs import frozen
 
 from hexlocal_core.adapters import model_sources, onnx_build
-from hexlocal_core.adapters.hub import HubConfig, ProgressFn
+from hexlocal_core.adapters.hub import HubConfig
 from hexlocal_core.adapters.model_fetch import Fetcher, FetchState
 from hexlocal_core.adapters.onnx_runtime import (
     IntArray,
@@ -34,7 +34,7 @@ from hexlocal_core.adapters.onnx_runtime import (
 )
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import ModelError
-from hexlocal_core.model import UsageEvent
+from hexlocal_core.model import DownloadProgress, UsageEvent
 from hexlocal_core.ports import UsageSink
 
 log = logging.getLogger("hexlocal.adapters.cross_encoder")
@@ -193,10 +193,6 @@ class LocalCrossEncoder:
     async def aclose(self) -> None:
         await self._state.aclose()
 
-    async def load(self) -> None:
-        """Load now, waiting for the model (kept for callers written before `warm_up`)."""
-        await asyncio.to_thread(self.ensure_loaded)
-
     def ensure_loaded(self) -> None:
         """Idempotent and thread-safe; raises ModelError (naming the fix) when absent, and
         ModelUnavailable(pending=True) while a background download runs."""
@@ -299,7 +295,7 @@ def build_local_reranker(
     usage: UsageSink | None = None,
     *,
     options: RerankerOptions | None = None,
-    progress: ProgressFn | None = None,
+    progress: DownloadProgress | None = None,
     hub: HubConfig | None = None,
 ) -> LocalCrossEncoder | None:
     """The reranker the settings ask for, or None when AI_RERANK_MODEL is off.

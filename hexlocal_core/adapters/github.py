@@ -39,7 +39,8 @@ from hexlocal_core.errors import RateLimited, RemoteError, UserInputError
 from hexlocal_core.issues import make_excerpt, search_params, validate_issue_query
 from hexlocal_core.model import IssueHit, IssueQuery
 from hexlocal_core.ports import NoLifecycle
-from hexlocal_core.redact import clip, excerpt, redact_url, url_secrets
+from hexlocal_core.redact import excerpt, redact_url, url_secrets
+from hexlocal_core.untrusted import clip
 
 if TYPE_CHECKING:
     import aiohttp

@@ -46,7 +46,8 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError, VersionNotFound
 from hexlocal_core.model import HexPackageInfo, HexRelease, Reachability
 from hexlocal_core.ports import NoLifecycle
-from hexlocal_core.redact import clip, redact_url, url_secrets
+from hexlocal_core.redact import redact_url, url_secrets
+from hexlocal_core.untrusted import clip
 
 if TYPE_CHECKING:
     import aiohttp

@@ -40,7 +40,8 @@ from attrs import field, frozen, validators
 
 from hexlocal_core.adapters.reachability import HostWatch, host_key
 from hexlocal_core.errors import HexlocalError
-from hexlocal_core.redact import clip, redact_url, redact_urls, scrub
+from hexlocal_core.redact import redact_url, redact_urls, scrub
+from hexlocal_core.untrusted import clip
 
 if TYPE_CHECKING:
     import aiohttp

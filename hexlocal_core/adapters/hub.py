@@ -28,19 +28,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from attrs import frozen
 
 from hexlocal_core.errors import ModelError
+from hexlocal_core.model import DownloadProgress
 
 log = logging.getLogger("hexlocal.adapters.hub")
 
-# progress(message, bytes done, bytes total): total 0 when the hub did not say. Called from
-# a worker thread; the CLI prints it on stderr, the MCP server relays it as progress.
-ProgressFn = Callable[[str, int, int], None]
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -96,7 +94,7 @@ def download(
     repo: str,
     plans: Sequence[RepoPlan],
     config: HubConfig,
-    progress: ProgressFn | None = None,
+    progress: DownloadProgress | None = None,
     *,
     revision: str = "main",
 ) -> dict[str, Path]:
@@ -143,7 +141,7 @@ class _Download:
         revision: str,
         plans: Sequence[RepoPlan],
         config: HubConfig,
-        progress: ProgressFn,
+        progress: DownloadProgress,
     ) -> None:
         self.repo = repo
         self.revision = revision

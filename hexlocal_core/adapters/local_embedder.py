@@ -21,7 +21,7 @@ import numpy.typing as npt
 from attrs import evolve, frozen
 
 from hexlocal_core.adapters import model_sources, onnx_build
-from hexlocal_core.adapters.hub import HubConfig, ProgressFn
+from hexlocal_core.adapters.hub import HubConfig
 from hexlocal_core.adapters.model_fetch import Fetcher, FetchState
 from hexlocal_core.adapters.onnx_runtime import (
     Batch,
@@ -34,7 +34,7 @@ from hexlocal_core.adapters.onnx_runtime import (
 )
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import ConfigError, ModelError
-from hexlocal_core.model import UsageEvent
+from hexlocal_core.model import DownloadProgress, UsageEvent
 from hexlocal_core.ports import UsageSink, Vectors
 
 if TYPE_CHECKING:
@@ -199,10 +199,6 @@ class LocalEmbedder:
 
     async def aclose(self) -> None:
         await self._state.aclose()
-
-    async def load(self) -> None:
-        """The same as `warm_up` (kept for callers written before `ports.Resource`)."""
-        await self.warm_up()
 
     def ensure_loaded(self) -> None:
         """Blocking load: idempotent and thread-safe, concurrent callers wait for one load."""
@@ -370,7 +366,7 @@ def build_local_embedder(
     usage: UsageSink | None = None,
     *,
     options: EmbedderOptions | None = None,
-    progress: ProgressFn | None = None,
+    progress: DownloadProgress | None = None,
     hub: HubConfig | None = None,
 ) -> LocalEmbedder:
     """The local embedder the settings ask for; nothing is loaded until first use.

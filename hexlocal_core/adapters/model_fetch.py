@@ -17,7 +17,7 @@ import time
 from attrs import frozen
 
 from hexlocal_core.adapters import hub as hub_api
-from hexlocal_core.adapters.hub import HubConfig, ProgressFn
+from hexlocal_core.adapters.hub import HubConfig
 from hexlocal_core.adapters.model_sources import (
     HUB_PLANS,
     PYPI_INSTALL,
@@ -29,6 +29,7 @@ from hexlocal_core.adapters.model_sources import (
 )
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import ModelError, ModelUnavailable
+from hexlocal_core.model import DownloadProgress
 
 RETRY_AFTER_S = 300.0
 
@@ -52,7 +53,7 @@ class Fetcher:
         settings: Settings,
         which: Which,
         hub: HubConfig,
-        progress: ProgressFn | None = None,
+        progress: DownloadProgress | None = None,
         *,
         retry_after_s: float = RETRY_AFTER_S,
     ) -> None:
@@ -136,7 +137,7 @@ def pull(
     which: Which,
     *,
     hub: HubConfig | None = None,
-    progress: ProgressFn | None = None,
+    progress: DownloadProgress | None = None,
 ) -> ModelFiles:
     """`hexlocal models pull`: download now (the cache makes a second pull cheap)."""
     config = hub or HubConfig.from_env()

@@ -41,12 +41,13 @@ from hexlocal_core.config import Secret, Settings
 from hexlocal_core.errors import RateLimited, RemoteError
 from hexlocal_core.model import ChatReply, UsageEvent
 from hexlocal_core.ports import NoLifecycle, UsageSink, Vectors
-from hexlocal_core.redact import clip, excerpt, redact_url, scrub, url_secrets, valid_model_name
+from hexlocal_core.redact import excerpt, redact_url, scrub, url_secrets, valid_model_name
+from hexlocal_core.untrusted import clip
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["DEFAULT_RETRY", "OpenAIChat", "OpenAIEmbedder", "RetryPolicy"]
+__all__ = ["DEFAULT_RETRY", "OpenAIChat", "OpenAIEmbedder"]
 
 log = logging.getLogger("hexlocal.adapters.openai_api")
 

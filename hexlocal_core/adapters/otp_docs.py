@@ -42,7 +42,8 @@ from hexlocal_core.adapters.http import (
 from hexlocal_core.config import DEFAULT_OTP_DOCS_MIRROR, Settings
 from hexlocal_core.errors import RateLimited, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.ports import NoLifecycle
-from hexlocal_core.redact import clip, redact_url, url_secrets
+from hexlocal_core.redact import redact_url, url_secrets
+from hexlocal_core.untrusted import clip
 
 if TYPE_CHECKING:
     import aiohttp

@@ -19,7 +19,8 @@ from urllib.parse import urlsplit, urlunsplit
 from attrs import frozen
 
 from hexlocal_core.model import Reachability
-from hexlocal_core.redact import clip, redact_url
+from hexlocal_core.redact import redact_url
+from hexlocal_core.untrusted import clip
 
 __all__ = ["HostWatch", "host_key"]
 

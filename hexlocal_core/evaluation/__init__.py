@@ -7,7 +7,7 @@ computed here from the hits and candidate pool the engine returns.
 
     queries.py      the JSONL format: EvalQuery, Expectation, load_queries
     relevance.py    the relevance rules, as a pure predicate and as SQL on the store
-    fingerprint.py  what corpus a report was measured on (BM25 statistics are corpus-global)
+    fingerprint.py  what corpus a report was measured on (versions, chunks, model)
     metrics.py      recall@k, MRR@k, candidate-pool hits, medians; per mode and kind
     runner.py       run_eval: status checks, one search per query and mode, the report
 """

@@ -1,10 +1,12 @@
 """What corpus a report was measured on.
 
-BM25's IDF and length normalisation are computed over the whole FTS table, not per
-package, so adding an unrelated package changes keyword scores everywhere. Two reports
-are comparable only when their fingerprints match; the digest makes that a one-glance
-check. It covers package versions, row counts, the embedding model and every stored
-chunk's content hash, so a re-chunk or a re-embed under another model changes it.
+The keyword arm takes BM25's document counts from the package searched, but its length
+normaliser (avgdl) from the whole FTS table (`index/bm25.py`), so adding an unrelated
+package still moves keyword scores a little; and a re-chunk or another embedding model
+moves everything. Two reports are comparable only when their fingerprints match; the
+digest makes that a one-glance check. It covers package versions, row counts, the
+embedding model and every stored chunk's content hash, so a re-chunk or a re-embed under
+another model changes it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class PackageFingerprint:
 @frozen
 class CorpusFingerprint:
     packages: tuple[PackageFingerprint, ...]
-    total_chunks: int  # every row in the index (BM25 statistics span them all)
+    total_chunks: int  # every row in the index (BM25's length normaliser spans them all)
     embed_model: str | None
     embed_dims: int | None
     digest: str  # sha256 prefix over the above and every content hash

@@ -25,12 +25,12 @@ from hexlocal_core.evaluation.metrics import ModeScore, score_runs
 from hexlocal_core.evaluation.queries import KINDS, EvalQuery
 from hexlocal_core.evaluation.relevance import relevant_ids
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.model import Hit, Notice
+from hexlocal_core.model import Hit, Notice, SearchMode
 from hexlocal_core.search.cross_package import ScopedSearcher
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.sanitizer import to_match
 
-EVAL_MODES = ("fts", "vector", "rrf", "rerank")
+EVAL_MODES = tuple(m.value for m in SearchMode)
 RETURNED = 10  # hits asked for per search: enough for MRR@10
 
 

@@ -42,7 +42,7 @@ def find_build_app(
     """`<project_root>/_build/<env>/lib/<app>/ebin`, trying `envs` in order, then any other
     env folder in name order; the first with a readable version wins."""
     build = project_root / "_build"
-    for env in _candidate_envs(build, envs):
+    for env in build_envs(build, envs):
         ebin = build / env / "lib" / app / "ebin"
         if not ebin.is_dir():
             continue
@@ -54,7 +54,8 @@ def find_build_app(
     return None
 
 
-def _candidate_envs(build: Path, preferred: Sequence[str]) -> list[str]:
+def build_envs(build: Path, preferred: Sequence[str] = DEFAULT_ENVS) -> list[str]:
+    """The env folders of `_build`: `preferred` in order, then any other in name order."""
     try:
         present = sorted(p.name for p in build.iterdir() if p.is_dir())
     except OSError:

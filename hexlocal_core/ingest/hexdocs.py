@@ -34,6 +34,7 @@ from hexlocal_core.ingest.exdoc_search import (
 )
 from hexlocal_core.ingest.navigation import is_heading_only, is_navigation_only
 from hexlocal_core.model import DocItem, Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.untrusted import clip
 
 log = logging.getLogger("hexlocal.ingest.hexdocs")
@@ -79,7 +80,7 @@ def _notices(package: str, version: str, duplicates: list[str]) -> tuple[Notice,
     )
     return (
         Notice(
-            code="duplicate_refs",
+            code=NoticeCode.DUPLICATE_REFS,
             message=(
                 f"The docs of {package} {version} list {len(duplicates)} ref(s) more than "
                 f"once ({shown}); ExDoc gave repeated headings the same anchor, so those "

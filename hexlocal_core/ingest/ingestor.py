@@ -18,13 +18,7 @@ from hexlocal_core.errors import ModelError, PackageNotFound, RemoteError, Store
 from hexlocal_core.index.rows import Unembedded
 from hexlocal_core.index.seam import DocsStore, IngestClaim
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.ingest.pipeline import (
-    IndexRequest,
-    ProgressFn,
-    finish_stored,
-    in_worker,
-    index_items,
-)
+from hexlocal_core.ingest.pipeline import IngestRequest, finish_stored, ingest_items
 from hexlocal_core.ingest.planner import IngestPlan, needs_compiled, plan_ingest
 from hexlocal_core.ingest.sources import compiled_ebin, read_plan, with_usage_rules
 from hexlocal_core.model import (
@@ -32,10 +26,12 @@ from hexlocal_core.model import (
     IngestProgress,
     IngestReport,
     Phase,
+    ProgressFn,
     ResolvedVersion,
     VersionSource,
 )
 from hexlocal_core.ports import Embedder, HexRegistry, serves_index
+from hexlocal_core.threads import in_worker
 from hexlocal_core.versions import ELIXIR_APPS
 
 # How often a process waiting on another's claim (a file lock, or PostgreSQL's advisory lock)
@@ -84,7 +80,7 @@ class Ingestor:
             docs_html_url = await self._docs_html_url(name)
         return plan_ingest(resolved, compiled=compiled, docs_html_url=docs_html_url)
 
-    async def read(self, plan: IngestPlan, phase: ProgressFn | None = None) -> IndexRequest:
+    async def read(self, plan: IngestPlan, phase: ProgressFn | None = None) -> IngestRequest:
         def report(p: Phase) -> None:
             if phase is not None:
                 phase(IngestProgress(plan.package, plan.version, p))
@@ -132,11 +128,11 @@ class Ingestor:
             request = await self._read(resolved, progress)
             root = self._paths.project_root
             request = await in_worker(lambda: with_usage_rules(request, resolved, root))
-            return await self.index(request, progress, started=started, embed=embed)
+            return await self.ingest(request, progress, started=started, embed=embed)
         finally:
             await in_worker(claim.release)
 
-    async def _read(self, resolved: ResolvedVersion, progress: ProgressFn) -> IndexRequest:
+    async def _read(self, resolved: ResolvedVersion, progress: ProgressFn) -> IngestRequest:
         """The items of `resolved`: an OTP application from its OTP, else per the plan."""
         if resolved.source is VersionSource.OTP and self.otp is not None:
             progress(IngestProgress(resolved.name, resolved.version, Phase.PARSING))
@@ -211,9 +207,9 @@ class Ingestor:
             raise StoreError(f"{resolved.name} was removed while it was being indexed; retry")
         return _report_of(indexed, started)
 
-    async def index(
+    async def ingest(
         self,
-        request: IndexRequest,
+        request: IngestRequest,
         progress: ProgressFn | None = None,
         *,
         started: float | None,
@@ -223,7 +219,7 @@ class Ingestor:
             raise ModelError(
                 "no embedding model is available to index new docs; see `hexlocal models status`"
             )
-        return await index_items(
+        return await ingest_items(
             self._store,
             self._embedder,
             request,

@@ -19,11 +19,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from hexlocal_core.cancel import CancelToken, IngestCancelled, bind
 from hexlocal_core.index.rows import JobRow
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.model import IngestProgress, IngestReport, JobStatus, Phase
+from hexlocal_core.model import IngestProgress, IngestReport, JobStatus, Phase, ProgressFn
 
 log = logging.getLogger("hexlocal.jobs")
 
-ProgressFn = Callable[[IngestProgress], None]
 JobWork = Callable[[ProgressFn], Awaitable[IngestReport]]
 
 # How long `cancel_all` waits for jobs to reach a checkpoint before giving up on them.

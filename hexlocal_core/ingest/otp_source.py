@@ -32,9 +32,11 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import NotFound, UserInputError, VersionNotFound
 from hexlocal_core.ingest.beam import BeamItems, items_from_beam_dir, items_from_chunk_dir
 from hexlocal_core.ingest.otp_links import otp_link
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
+from hexlocal_core.ingest.pipeline import IngestRequest
 from hexlocal_core.model import Notice, ResolvedVersion, SourceKind, VersionSource
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import OtpDocsSource
+from hexlocal_core.threads import in_worker
 from hexlocal_core.untrusted import clip
 from hexlocal_core.versions.otp import (
     OTP_APPS,
@@ -215,7 +217,7 @@ class OtpSource:
 
     # -- reading --------------------------------------------------------------------------
 
-    async def read(self, resolved: ResolvedVersion) -> IndexRequest:
+    async def read(self, resolved: ResolvedVersion) -> IngestRequest:
         """The items of `resolved` (an OTP app), from the first source that has them."""
         app, vsn, release = resolved.name, resolved.version, resolved.otp_release or ""
         major = _major(release)
@@ -234,11 +236,11 @@ class OtpSource:
 
             parsed = await in_worker(lambda: app_items(data, app, version=vsn, otp_major=major))
             notice = Notice(
-                "docs_from_otp_tarball",
+                NoticeCode.DOCS_FROM_OTP_TARBALL,
                 f"{app} {vsn}: the docs of OTP {release} are not installed here; they were read "
                 "from the release's doc tarball.",
             )
-            return IndexRequest(
+            return IngestRequest(
                 package=app,
                 version=vsn,
                 source=SourceKind.HEXDOCS.value,
@@ -291,8 +293,8 @@ def installed_items(lib: Path, app: str, vsn: str, link: Callable[[str], str]) -
     return BeamItems(beams.items + extra, skipped, modules)
 
 
-def _request(app: str, vsn: str, items: BeamItems, release: str, lib: str) -> IndexRequest:
-    return IndexRequest(
+def _request(app: str, vsn: str, items: BeamItems, release: str, lib: str) -> IngestRequest:
+    return IngestRequest(
         package=app,
         version=vsn,
         source=SourceKind.BEAM.value,

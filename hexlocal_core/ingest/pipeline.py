@@ -13,18 +13,16 @@ leaves the chunks and the vectors of the slices done, and the package 'partial'.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TypeVar
 
 import numpy as np
 from attrs import evolve, frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
-from hexlocal_core.errors import ModelMismatch, StoreError
+from hexlocal_core.errors import StoreError
 from hexlocal_core.index.rows import PackageWrite, Unembedded, VectorRows
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import (
@@ -34,18 +32,18 @@ from hexlocal_core.model import (
     IngestReport,
     Notice,
     Phase,
+    ProgressFn,
     sha256_text,
 )
-from hexlocal_core.ports import Embedder, Vectors, serves_index
+from hexlocal_core.model_guard import provider_of
+from hexlocal_core.ports import Embedder, Vectors
+from hexlocal_core.threads import in_worker
 
 log = logging.getLogger("hexlocal.ingest")
 
-T = TypeVar("T")
-ProgressFn = Callable[[IngestProgress], None]
-
 
 @frozen
-class IndexRequest:
+class IngestRequest:
     package: str
     version: str
     source: str
@@ -54,46 +52,6 @@ class IndexRequest:
     meta: dict[str, object] | None = None
     notices: tuple[Notice, ...] = ()
     skipped: dict[str, int] | None = None
-
-
-def model_guard(store: DocsStore, embedder: Embedder) -> None:
-    """Refuse to add vectors of another model to an index (costs one row read)."""
-    config = store.embedding_config()
-    if config is not None and not serves_index(embedder, config.model):
-        raise ModelMismatch(
-            f"this index was built with {config.model} ({config.dims} dims) but the configured "
-            f"embedder is {embedder.model_id}. Run `hexlocal reindex` to re-embed every package "
-            "under the configured model, or set AI_EMBED_MODEL back."
-        )
-
-
-def provider_of(embedder: Embedder) -> str:
-    return embedder.model_id.split(":", 1)[0] if ":" in embedder.model_id else "api"
-
-
-async def in_worker(work: Callable[[], T], *, undo: Callable[[T], None] | None = None) -> T:
-    """`work()` in a worker thread that is always waited for, even when the caller is
-    cancelled: the thread stops at its next cancel checkpoint (or commits its transaction),
-    so nothing of a cancelled job still runs once its task has ended.
-
-    `undo`: for work that acquires something (a lock, a queue row). A caller cancelled
-    while the thread ran never receives the result, so `undo(result)` gives it back;
-    without it the acquisition would outlive the task (a claim held until the process
-    ends, and another service in this process waiting on it for ever)."""
-    future = asyncio.ensure_future(asyncio.to_thread(work))
-    try:
-        return await asyncio.shield(future)
-    except asyncio.CancelledError:
-        await asyncio.wait([future])
-        if not future.cancelled() and future.exception() is None and undo is not None:
-            given_back = asyncio.ensure_future(asyncio.to_thread(undo, future.result()))
-            await asyncio.wait([given_back])
-            if not given_back.cancelled() and given_back.exception() is not None:
-                # Reported, not raised: the cancellation is what the caller reports.
-                log.warning(
-                    "could not give back what a cancelled worker took: %r", given_back.exception()
-                )
-        raise
 
 
 @frozen
@@ -159,10 +117,10 @@ async def embed_with_cache(
     return np.stack([table[h] for h in plan.hashes]).astype(np.float32), len(plan.todo)
 
 
-async def index_items(
+async def ingest_items(
     store: DocsStore,
     embedder: Embedder,
-    request: IndexRequest,
+    request: IngestRequest,
     *,
     slice_size: int = 200,
     progress: ProgressFn | None = None,

@@ -8,10 +8,14 @@ version and indexes it again, embedding only the chunks whose text changed (the 
 is by content). Items carry their source location, `lib/my_app/greeter.ex:12`, relative
 to the project, instead of a URL.
 
-Which apps are the project's: the root `mix.exs`'s `app:`, or with `apps_path:` (an
-umbrella) each `apps/*/mix.exs`'s. mix.exs is Elixir code; a bounded text scan for those
-keys is enough (no evaluation), and a project whose mix.exs computes its app name is read
-from `_build` as a dependency would be.
+Which apps are the project's (`own_apps`, also what `upgrade_impact` reads the calls of):
+the compiled apps of `_build/<env>/lib` that mix.lock does not name. Every dependency
+fetched from Hex or git is in the lock; the root app, an umbrella's apps and path
+dependencies are not. One env is read, the first of dev, test, prod (then any other)
+that has compiled apps. When the lock cannot be read, the apps mix.exs declares stand in
+for "not in the lock": the root `mix.exs`'s `app:`, or with `apps_path:` (an umbrella)
+each `apps/*/mix.exs`'s, found by a bounded text scan (mix.exs is Elixir code; nothing is
+evaluated).
 """
 
 from __future__ import annotations
@@ -25,9 +29,17 @@ from pathlib import Path
 from attrs import evolve, frozen
 
 from hexlocal_core.ingest.beam import BeamDocs, BeamItems, items_from_beam_dir
+from hexlocal_core.ingest.beam_sources import app_version, build_envs
 from hexlocal_core.model import DocItem, DocType, SourceKind
 from hexlocal_core.untrusted import NotReadable, read_regular
-from hexlocal_core.versions import build_version, find_lock, find_mix_root
+from hexlocal_core.versions import (
+    LockTooLarge,
+    MalformedLock,
+    find_lock,
+    find_mix_root,
+    load_lock,
+    try_parse_version,
+)
 
 log = logging.getLogger("hexlocal.ingest.project_code")
 
@@ -80,16 +92,48 @@ def own_app_names(top: Path) -> list[str]:
 
 
 def own_apps(project_root: Path) -> list[OwnApp]:
-    """The project's apps that are compiled, with their ebin folders."""
+    """The project's own compiled apps, each with its `.app` vsn and ebin folder (the rule
+    is the module docstring's)."""
     top = project_top(project_root)
     if top is None:
         return []
-    found: list[OwnApp] = []
-    for name in own_app_names(top):
-        built = build_version(name, top)
-        if built is not None:
-            found.append(OwnApp(name, built[0], built[1].parent))
-    return found
+    locked = _locked_names(top)
+    declared = None if locked is not None else set(own_app_names(top))
+    build = top / "_build"
+    for env in build_envs(build):
+        found: list[OwnApp] = []
+        for ebin in _compiled_ebins(build / env / "lib"):
+            app = ebin.parent.name
+            if (app in locked) if locked is not None else (app not in (declared or ())):
+                continue
+            vsn = app_version(ebin, app)
+            if vsn is not None and try_parse_version(vsn) is not None:
+                found.append(OwnApp(app, vsn.strip(), ebin))
+        if found:
+            return found
+    return []
+
+
+def _locked_names(top: Path) -> frozenset[str] | None:
+    """The apps mix.lock names (none when there is no lock); None when it cannot be read."""
+    lock = find_lock(top)
+    if lock is None:
+        return frozenset()
+    try:
+        return frozenset(load_lock(lock).entries)
+    except (MalformedLock, LockTooLarge, OSError) as exc:
+        log.debug("own apps without %s: %s", lock, exc)
+        return None
+
+
+def _compiled_ebins(lib: Path) -> list[Path]:
+    """`lib/<app>/ebin` folders holding beams, in name order, at most MAX_UMBRELLA_APPS."""
+    try:
+        apps = sorted(lib.iterdir())[:MAX_UMBRELLA_APPS]
+    except OSError:
+        return []
+    ebins = (app / "ebin" for app in apps)
+    return [e for e in ebins if e.is_dir() and any(e.glob("*.beam"))]
 
 
 def own_app(project_root: Path, name: str) -> OwnApp | None:

@@ -14,10 +14,12 @@ from pathlib import Path
 from attrs import evolve
 
 from hexlocal_core.errors import IngestError, NotFound, RemoteError, VersionNotFound
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
+from hexlocal_core.ingest.pipeline import IngestRequest
 from hexlocal_core.ingest.planner import IngestPlan
 from hexlocal_core.model import Notice, Phase, ResolvedVersion, SourceKind
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
+from hexlocal_core.threads import in_worker
 from hexlocal_core.versions import ELIXIR_APPS, explain_missing_docs
 
 log = logging.getLogger("hexlocal.sources")
@@ -27,7 +29,7 @@ PhaseFn = Callable[[Phase], None]
 
 def tarball_request(
     data: bytes, name: str, version: str, *, max_bytes: int, docs_html_url: str | None
-) -> IndexRequest:
+) -> IngestRequest:
     """The items of a docs tarball, parsed in memory (never written to disk)."""
     from hexlocal_core.ingest.hexdocs import parse_hexdocs
     from hexlocal_core.ingest.tarball import read_docs_tarball
@@ -36,7 +38,7 @@ def tarball_request(
     parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=docs_html_url)
     if not parsed.items:
         raise IngestError(f"the docs tarball of {name} {version} holds no documented items")
-    return IndexRequest(
+    return IngestRequest(
         package=name,
         version=version,
         source=SourceKind.HEXDOCS.value,
@@ -48,13 +50,13 @@ def tarball_request(
 
 def beam_request(
     ebin: Path, name: str, version: str, *, notices: tuple[Notice, ...] = ()
-) -> IndexRequest:
+) -> IngestRequest:
     from hexlocal_core.ingest.beam import items_from_beam_dir
 
     found = items_from_beam_dir(ebin, package=name, version=version)
     if not found.items:
         raise IngestError(f"no documented modules in {ebin} (skipped: {dict(found.skipped)})")
-    return IndexRequest(
+    return IngestRequest(
         package=name,
         version=version,
         source=SourceKind.BEAM.value,
@@ -66,8 +68,8 @@ def beam_request(
 
 
 def with_usage_rules(
-    request: IndexRequest, resolved: ResolvedVersion, project_root: Path
-) -> IndexRequest:
+    request: IngestRequest, resolved: ResolvedVersion, project_root: Path
+) -> IngestRequest:
     """`request` plus the usage rules the package ships in the project's deps/, when that
     folder holds exactly this version (a Hex dependency's metadata says so; a git or path
     dependency's folder is what the lock pins)."""
@@ -91,7 +93,7 @@ def with_usage_rules(
     return evolve(request, items=(*request.items, *rules), meta=meta)
 
 
-def project_request(ebin: Path, name: str, version: str, root: Path) -> IndexRequest:
+def project_request(ebin: Path, name: str, version: str, root: Path) -> IngestRequest:
     """The project's own app, from its compiled beams, located in the project's files."""
     from hexlocal_core.ingest.project_code import project_code_items
 
@@ -101,7 +103,7 @@ def project_request(ebin: Path, name: str, version: str, root: Path) -> IndexReq
             f"{name} is compiled in {ebin} but documents nothing: add @moduledoc/@doc, or "
             f"check that docs are not turned off (skipped: {dict(found.skipped)})"
         )
-    return IndexRequest(
+    return IngestRequest(
         package=name,
         version=version,
         source=SourceKind.PROJECT.value,
@@ -134,7 +136,7 @@ async def read_plan(
     max_bytes: int,
     phase: PhaseFn,
     root: Path | None = None,
-) -> IndexRequest:
+) -> IngestRequest:
     """The plan's items: the tarball (or its fallback), or the compiled files."""
     name, version = plan.package, plan.version
     if plan.source is SourceKind.PROJECT:
@@ -168,7 +170,7 @@ async def read_plan(
             else "hex.pm has no docs tarball"
         )
         notice = Notice(
-            "docs_from_beam",
+            NoticeCode.DOCS_FROM_BEAM,
             f"{why} for {name} {version}, so the docs come from the compiled BEAM files in "
             f"{fallback}.",
         )

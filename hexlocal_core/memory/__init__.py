@@ -1,5 +1,6 @@
-"""Curated knowledge memory: the parts behind `hexlocal_core.curate.MemoryService`.
+"""Curated knowledge memory: the parts behind `memory.service.MemoryService`.
 
+service.py   the use case: remember, recall, the curation worker and the vector backfill
 inputs.py    argument checks for remember / recall (UserInputError naming the fix)
 policy.py    pure decisions: thresholds, duplicates, the rules a chat answer must obey
 prompt.py    the curation prompt, its JSON schema, and parsing the model's answer

@@ -21,8 +21,8 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.memory import policy, prompt, records
 from hexlocal_core.memory.policy import MAX_MEMORY_CHARS, Action, Decision, Neighbour, Thresholds
 from hexlocal_core.memory.queue import QueueItem
-from hexlocal_core.memory.threads import in_thread
 from hexlocal_core.ports import ChatModel, Embedder, Vectors, serves_index
+from hexlocal_core.threads import in_worker
 
 log = logging.getLogger("hexlocal.memory")
 
@@ -85,8 +85,8 @@ class Curator:
         store, text = self.host.store, item.submission.text
         found, note = await embed_texts(store, self.host.embedder, [text])
         vector = None if found is None else found[0]
-        near = await in_thread(
-            store, lambda conn: records.neighbours(conn, text, vector, TOP_NEIGHBOURS)
+        near = await in_worker(
+            lambda: records.neighbours(store.session(), text, vector, TOP_NEIGHBOURS)
         )
         decision = await self.decide(item, near)
         if note:
@@ -95,9 +95,8 @@ class Curator:
         vectors = await self._vectors_for(change, text, vector)
         embedder = self.host.embedder
         embed = records.EmbedIdentity(embedder.model_id) if embedder and vectors else None
-        memory_id = await in_thread(
-            store,
-            lambda conn: records.apply(store, conn, item, decision, change, vectors, embed),
+        memory_id = await in_worker(
+            lambda: records.apply(store, store.session(), item, decision, change, vectors, embed),
         )
         log.info(
             "memory request %s: %s -> %s (%s)",

@@ -19,12 +19,11 @@ from hexlocal_core.index.rows import CurationEntry, MemoryRow, MemoryScope
 from hexlocal_core.index.seam import Session
 from hexlocal_core.memory import records
 from hexlocal_core.memory.policy import similarity
-from hexlocal_core.mixlock import MalformedLock, find_lock, read_lock
 from hexlocal_core.model import Memory
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.fusion import rrf
 from hexlocal_core.search.sanitizer import to_match
-from hexlocal_core.versions import try_parse_version
+from hexlocal_core.versions import MalformedLock, find_lock, read_lock, try_parse_version
 
 log = logging.getLogger("hexlocal.memory")
 

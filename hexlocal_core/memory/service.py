@@ -23,10 +23,10 @@ from hexlocal_core.memory import inputs, queue, records
 from hexlocal_core.memory.curator import Curator, embed_texts
 from hexlocal_core.memory.queue import QueueItem
 from hexlocal_core.memory.recall import lock_pins, search
-from hexlocal_core.memory.threads import in_thread
 from hexlocal_core.model import Memory
 from hexlocal_core.ports import ChatModel, Embedder
 from hexlocal_core.screening import screen_memories
+from hexlocal_core.threads import in_worker
 
 __all__ = ["MemoryPorts", "MemoryService"]
 
@@ -75,7 +75,7 @@ class MemoryService:
     ) -> list[dict[str, Any]]:
         """Queues the texts durably and returns one pending request per text, in order."""
         subs = inputs.submissions(texts, package, version, tags)
-        ids = await in_thread(self._host.store, lambda conn: queue.enqueue(conn, subs))
+        ids = await in_worker(lambda: queue.enqueue(self._host.store.session(), subs))
         self._ensure_worker()
         self._wake.set()
         return [{"request_id": rid, "status": "pending"} for rid in ids]
@@ -103,10 +103,9 @@ class MemoryService:
             log.info("recall by keywords only: %s", note)
         vector = None if found is None else found[0]
         root = host.settings.project_root
-        memories = await in_thread(
-            host.store,
-            lambda conn: search(
-                conn,
+        memories = await in_worker(
+            lambda: search(
+                host.store.session(),
                 query,
                 vector,
                 limit=limit,
@@ -158,7 +157,7 @@ class MemoryService:
             await asyncio.sleep(DRAIN_POLL_S)
 
     async def _pending(self) -> int:
-        return await in_thread(self._host.store, queue.pending_count)
+        return await in_worker(lambda: queue.pending_count(self._host.store.session()))
 
     def _ensure_worker(self) -> None:
         if self._task is not None and self._task.done() and not self._task.cancelled():
@@ -177,7 +176,7 @@ class MemoryService:
         while True:
             # Cleared before looking, so a remember() landing after the look still wakes us.
             self._wake.clear()
-            item = await in_thread(store, queue.next_pending)
+            item = await in_worker(lambda: queue.next_pending(store.session()))
             if item is None:
                 self._idle.set()
                 await self._wake.wait()
@@ -200,8 +199,8 @@ class MemoryService:
                 log.warning("curating %s failed (attempt %d): %r", item.request_id, attempt, exc)
                 if delay is not None:
                     await asyncio.sleep(delay)
-        await in_thread(
-            self._host.store, lambda conn: queue.mark_failed(conn, item.request_id, failure)
+        await in_worker(
+            lambda: queue.mark_failed(self._host.store.session(), item.request_id, failure)
         )
 
     async def _backfill(self) -> None:
@@ -211,8 +210,8 @@ class MemoryService:
             return
         model = embedder.model_id
         try:
-            todo = await in_thread(
-                self._host.store, lambda conn: records.missing_vectors(conn, model, 100_000)
+            todo = await in_worker(
+                lambda: records.missing_vectors(self._host.store.session(), model, 100_000)
             )
             for start in range(0, len(todo), BACKFILL_BATCH):
                 if not await self._backfill_batch(todo[start : start + BACKFILL_BATCH], model):
@@ -229,5 +228,5 @@ class MemoryService:
             log.info("memory vectors not backfilled: %s", note)
             return False
         embed = records.EmbedIdentity(model)
-        await in_thread(store, lambda conn: records.put_vectors(store, conn, batch, vectors, embed))
+        await in_worker(lambda: records.put_vectors(store, store.session(), batch, vectors, embed))
         return True

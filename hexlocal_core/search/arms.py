@@ -1,4 +1,4 @@
-"""The two retrieval arms: how deep each looks and how BM25 weighs the columns.
+"""The two retrieval arms over the index's reads (depth and BM25 weights: `tuning.py`).
 
 The SQL is the index's (`index.seam.ChunkReads`); scope (package, examples-only) is applied
 inside each query, before the depth cut, so the budget is never spent on other packages.
@@ -10,14 +10,7 @@ from collections.abc import Sequence
 
 from hexlocal_core.index.seam import ChunkReads
 from hexlocal_core.ports import Vectors
-
-# Candidates per arm. 30 rather than 15: once the pool keeps one chunk per item, deeper
-# arms let more distinct items compete (measured: same MRR, +1-2 points of `cand`), and
-# both arms stay ~1 ms at this depth.
-DEPTH = 30
-# bm25 column weights: title, body, split identifier parts. A title hit says far more
-# about what a chunk is than a body mention does.
-BM25_WEIGHTS = (8.0, 1.0, 1.5)
+from hexlocal_core.search.tuning import ARM_DEPTH, BM25_WEIGHTS
 
 
 def keyword_arm(
@@ -25,7 +18,7 @@ def keyword_arm(
     phrases: Sequence[str],
     *,
     package: str,
-    depth: int = DEPTH,
+    depth: int = ARM_DEPTH,
     examples_only: bool = False,
     weights: tuple[float, float, float] = BM25_WEIGHTS,
     package_stats: bool = True,
@@ -59,7 +52,7 @@ def vector_arm(
     query_vector: Vectors,
     *,
     package: str,
-    depth: int = DEPTH,
+    depth: int = ARM_DEPTH,
     examples_only: bool = False,
 ) -> list[tuple[int, float]]:
     """(chunk id, cosine distance) nearest first, inside the package partition."""

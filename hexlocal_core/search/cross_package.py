@@ -37,8 +37,10 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from hexlocal_core.bounds import check_mode
 from hexlocal_core.index.tokens import TOKEN_RE, split_parts, tokens
-from hexlocal_core.model import Hit, Notice
+from hexlocal_core.model import Hit, Notice, SearchMode
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.arms import vector_arm
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome, plan_query
@@ -163,7 +165,7 @@ class ScopedSearcher:
         query: str,
         *,
         limit: int = 5,
-        mode: str = "rerank",
+        mode: SearchMode | str = SearchMode.RERANK,
         exact: bool = True,
     ) -> SearchOutcome:
         return await search_many(
@@ -177,7 +179,7 @@ async def search_many(
     query: str,
     *,
     limit: int,
-    mode: str,
+    mode: SearchMode | str,
     exact: bool = True,
 ) -> SearchOutcome:
     """Every package in turn (the store's one connection serves them all), then one fused
@@ -186,20 +188,21 @@ async def search_many(
     then `distances` (`query_distances`), `merge` (the fusion), `rerank` (once, over the
     fused top) and `total`."""
     started = time.perf_counter()
+    mode = check_mode(mode)
     per_package: list[tuple[Hit, ...]] = []
     notices: dict[str, Notice] = {}
     pool: list[int] = []
     timings = dict.fromkeys(ENGINE_STAGES, 0.0)
     t = time.perf_counter()
-    vector = await embed_once(engine, query) if mode != "fts" else None
+    vector = await embed_once(engine, query) if mode is not SearchMode.FTS else None
     timings["embed"] = _ms(t)
-    rerank = mode == "rerank"
+    rerank = mode is SearchMode.RERANK
     for name in packages:
         outcome = await engine.search(
             name,
             query,
             limit=max(limit, engine.tuning.pool) if rerank else limit,
-            mode="rrf" if rerank else mode,
+            mode=SearchMode.RRF if rerank else mode,
             exact=exact,
             query_vector=vector,
             # The fusion across packages ranks by the query's own distances (one scale for
@@ -211,7 +214,7 @@ async def search_many(
         for stage in ENGINE_STAGES:
             timings[stage] += outcome.timings_ms.get(stage, 0.0)
         for notice in outcome.notices:
-            if notice.code != "no_results":
+            if notice.code != NoticeCode.NO_RESULTS:
                 notices.setdefault(notice.code, notice)
     t = time.perf_counter()
     distances = await query_distances(engine, packages, vector) if vector is not None else None

@@ -24,10 +24,11 @@ import numpy as np
 import numpy.typing as npt
 from attrs import evolve, frozen
 
-from hexlocal_core.errors import HexlocalError, ModelUnavailable, UserInputError
+from hexlocal_core.bounds import check_mode
+from hexlocal_core.errors import HexlocalError, ModelUnavailable
 from hexlocal_core.index.rows import ChunkRow
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.model import Hit, Notice
+from hexlocal_core.model import Hit, Notice, SearchMode
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
 from hexlocal_core.search.anchor_arm import AnchorArm, AnchorEvidence, AnchorRanking
@@ -52,7 +53,7 @@ from hexlocal_core.search.query_shape import Shape, asks_how_to_use, parse_error
 from hexlocal_core.search.rerank_input import passage, unusable_scores
 from hexlocal_core.search.rows import Rows, hit_from_row
 from hexlocal_core.search.sanitizer import to_phrases
-from hexlocal_core.search.tuning import MODES, SearchTuning
+from hexlocal_core.search.tuning import SearchTuning
 
 log = logging.getLogger("hexlocal.search")
 
@@ -169,7 +170,7 @@ class SearchEngine:
         query: str,
         *,
         limit: int = 5,
-        mode: str = "rerank",
+        mode: SearchMode | str = SearchMode.RERANK,
         examples_only: bool = False,
         exact: bool = True,
         query_vector: Vectors | None = None,
@@ -178,17 +179,14 @@ class SearchEngine:
         """`query_vector`: the query already embedded (a project-wide search embeds it once
         for all its packages); None embeds it here. `feedback`: relevance feedback on the
         vector arm (see `SearchTuning.feedback_weight`)."""
-        if mode not in MODES:
-            raise UserInputError(
-                f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
-            )
+        mode = check_mode(mode)
         clock = _Clock()
         rows = Rows(self.store)
         out_notices: list[Notice] = []
         plan = plan_query(query, self.tuning, package)
 
         async def keyword() -> list[tuple[int, float]]:
-            if mode == "vector":
+            if mode is SearchMode.VECTOR:
                 return []
             start = time.perf_counter()
             found = await asyncio.to_thread(self._keyword, package, plan.fts_text, examples_only)
@@ -196,7 +194,7 @@ class SearchEngine:
             return found
 
         async def vector() -> tuple[list[int], Notice | None, Vectors | None]:
-            if mode == "fts":
+            if mode is SearchMode.FTS:
                 return [], None, None
             return await self._vector(package, plan, examples_only, clock, query_vector)
 
@@ -241,7 +239,7 @@ class SearchEngine:
         judged_used = False  # the reranker ran (or failed) inside the learned stage
         if self.tuning.learns(mode) and vector_used is not None and len(fused) > 1:
             judged = None
-            if mode == "rerank" and judge_first:
+            if mode is SearchMode.RERANK and judge_first:
                 scores, notice = await self._judge(query, fused[: self.tuning.judge_depth], rows)
                 judged = scores or None
                 judged_used = True
@@ -253,13 +251,13 @@ class SearchEngine:
         pool = pool[: self.tuning.pool]
 
         ranked = pool
-        if mode == "rerank" and judged_used:
+        if mode is SearchMode.RERANK and judged_used:
             pass  # the reranker's scores were weighed by the learned ranking (or it failed)
-        elif mode == "rerank" and self.reranker is None:
+        elif mode is SearchMode.RERANK and self.reranker is None:
             notice = self._rerank_absent()
             if notice:
                 out_notices.append(notice)
-        elif mode == "rerank" and len(pool) > 1:
+        elif mode is SearchMode.RERANK and len(pool) > 1:
             ranked, scores, notice = await self._rerank(query, pool, rows)
             if notice:
                 out_notices.append(notice)
@@ -341,12 +339,12 @@ class SearchEngine:
             fused = one_per_key(fused, {cid: ref for cid, (ref, _) in located.items()})
         return fused[:depth]
 
-    def _feeds_back(self, mode: str, shape: Shape, pool: list[int]) -> bool:
+    def _feeds_back(self, mode: SearchMode, shape: Shape, pool: list[int]) -> bool:
         t = self.tuning
         return (
             t.feedback_weight > 0
             and t.feedback_depth > 0
-            and mode in ("rrf", "rerank")
+            and mode.fuses
             and shape is Shape.PROSE
             and bool(pool)
         )

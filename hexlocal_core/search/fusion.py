@@ -7,14 +7,11 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
+from hexlocal_core.search.tuning import BOILERPLATE_WEIGHT, RRF_K
+
 K = TypeVar("K", bound=Hashable)
 
-RRF_K = 60
-
-# Pages about the project rather than its API: release notes mention every function once
-# and licences match every legal word. They stay reachable when nothing else matches,
-# but at half the fused score they no longer take the slots of the docs that explain.
-BOILERPLATE_WEIGHT = 0.5
+# Pages about the project rather than its API (their weight: tuning.BOILERPLATE_WEIGHT).
 BOILERPLATE_PAGE = re.compile(
     r"^(?:changelog|changes|history|news|release[-_]?notes|license|licence|notice"
     r"|code[-_]of[-_]conduct|contributing)\.html$",

@@ -1,34 +1,32 @@
 """A learned linear ranking of the fused pool, fused back with the fused order.
 
 The arms and their fusion see ranks; they do not see what a chunk is. Twenty-one features
-of each of the first `DEPTH` fused candidates (the arms' ranks and raw scores, how many of
-the query's words its title and body hold, its doc type, its length) are weighed per query
-shape, and the order they give is fused with the fused order by RRF, as the reranker's is
-(`fusion.rerank_fuse`): a candidate the weights like can rise, not jump over one that both
-orders place near the top.
+of each of the first `tuning.LEARNED_DEPTH` fused candidates (the arms' ranks and raw
+scores, how many of the query's words its title and body hold, its doc type, its length)
+are weighed per query shape, and the order they give is fused with the fused order by
+RRF, as the reranker's is (`fusion.rerank_fuse`): a candidate the weights like can rise,
+not jump over one that both orders place near the top.
 
-The weights were fitted once (pairwise logistic loss, L2 0.001) on the six spent query
-sets (`benchmarks/bench_retrieval.py`: dev, examples, agent, confirm, errors,
-heldout_errors) and chosen by leave-one-set-out cross-validation; lever 16 in
-docs/lab/learned-ranking.md has every run and the held-out check. They were fitted on the fp32
-embedder's candidates and kept when int8 became the default (judged with them). Refit
-them when the features, the arms, the chunker or the model change: the fit is
-`scripts/fit_learned_rank.py`.
+The weights are data, `fitted/learned_rank.json`, written by `scripts/fit_learned_rank.py
+--out`; `fitted/learned_rank.provenance.json` beside them says how they were made (the
+sets, the model, the commit, the date), and lever 16 in docs/lab/learned-ranking.md has
+every run and the held-out check. Refit them when the features, the arms, the chunker or
+the model change.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from attrs import frozen
 
 from hexlocal_core.index.rows import ChunkRow
 from hexlocal_core.search.fusion import rerank_fuse
 from hexlocal_core.search.query_shape import Shape
-
-DEPTH = 20  # fused candidates the weights re-order (cross-validated: 20 held every set)
 
 # Words that say nothing about which chunk answers: dropped from the overlap features.
 _STOP = frozenset(
@@ -40,64 +38,28 @@ _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 # Doc types the weights know, and the ones folded into them.
 _DOC_TYPE = {"macrocallback": "macro", "opaque": "type"}
 
-_SHARED = {
-    "title_any": 0.156,
-    "dt_behaviour": 0.645,
-    "dt_protocol": 1.093,
-    "dt_task": 0.461,
-    "dt_macro": -0.114,
-    "dt_callback": 0.501,
-    "dt_type": -1.569,
-    "clen": 3.123,
-    "example": 0.257,
-}
-WEIGHTS: Mapping[Shape, Mapping[str, float]] = {
-    Shape.PROSE: _SHARED
-    | {
-        "rrf": 1.313,
-        "fts": 0.605,
-        "vec": 1.948,
-        "cos": 3.082,
-        "bm25": 0.515,
-        "title_ov": 0.466,
-        "body_ov": 1.488,
-        "dt_module": 0.547,
-        "dt_exception": -1.709,
-        "dt_function": 0.631,
-        "dt_extras": -1.045,
-        "moddoc": -0.138,
-    },
-    Shape.ERROR: _SHARED
-    | {
-        "rrf": 1.056,
-        "fts": 0.681,
-        "vec": 1.526,
-        "cos": 2.741,
-        "bm25": 1.998,
-        "title_ov": 1.993,
-        "body_ov": 2.247,
-        "dt_module": 0.536,
-        "dt_exception": -2.581,
-        "dt_function": 0.748,
-        "dt_extras": -0.218,
-        "moddoc": 0.506,
-    },
-    Shape.IDENTIFIER: _SHARED
-    | {
-        "rrf": 1.187,
-        "fts": 1.626,
-        "vec": 0.977,
-        "cos": 2.045,
-        "bm25": 2.498,
-        "title_ov": 2.283,
-        "body_ov": 0.763,
-        "dt_module": 0.951,
-        "dt_exception": -1.448,
-        "dt_function": 0.158,
-        "dt_extras": -0.641,
-        "moddoc": 0.549,
-    },
-}
+WEIGHTS_FILE = Path(__file__).with_name("fitted") / "learned_rank.json"
+
+
+def load_weights(path: Path) -> Mapping[Shape, Mapping[str, float]]:
+    """The weights of each query shape, as the fit script wrote them. Raises ValueError
+    naming the file for one that is absent or not such weights: it ships in the wheel,
+    so either means a broken install (reinstall hexlocal), never bad user input."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        shapes = data["shapes"]
+        weights = {
+            Shape(name): {str(k): float(v) for k, v in shapes[name].items()} for name in shapes
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"the learned ranking's weights {path} cannot be read: {exc!r}") from exc
+    missing = [shape.value for shape in Shape if shape not in weights]
+    if missing or not all(math.isfinite(v) for w in weights.values() for v in w.values()):
+        raise ValueError(f"the learned ranking's weights {path} lack a shape or a number")
+    return weights
+
+
+WEIGHTS = load_weights(WEIGHTS_FILE)
 
 
 @frozen

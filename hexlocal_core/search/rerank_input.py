@@ -7,13 +7,7 @@ import math
 from collections.abc import Sequence
 
 from hexlocal_core.index.rows import ChunkRow
-
-# The head of each chunk the cross-encoder reads: ~100 word pieces, plus the title line.
-# ms-marco was trained on passages of about 60 words (~350 characters), so the opening
-# of a chunk is what it judges best, and its cost grows faster than linearly with length
-# (10 query-chunk pairs per call on 2 busy cores, p50: 1200 chars 1095 ms, 480: 773 ms,
-# 360: 598 ms; only the ratios matter, the machine was shared).
-RERANK_PASSAGE_CHARS = 360
+from hexlocal_core.search.tuning import RERANK_PASSAGE_CHARS
 
 
 def passage(row: ChunkRow, chars: int = RERANK_PASSAGE_CHARS) -> str:

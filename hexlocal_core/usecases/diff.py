@@ -29,10 +29,11 @@ from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT, MAX_DIFF_LIMIT, MAX_DIFF_OF
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.exdoc_search import parse_ref
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource, sha256_text
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.screening import screen_values
+from hexlocal_core.threads import in_worker
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,
@@ -373,7 +374,7 @@ class VersionDiffer:
         if same:
             notices += (
                 Notice(
-                    "same_version",
+                    NoticeCode.SAME_VERSION,
                     f"both sides are {name} {old.resolved.version}; pass the versions to "
                     "compare (FROM TO)",
                 ),

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from attrs import evolve
 
-from hexlocal_core.bounds import check_limit, check_query
+from hexlocal_core.bounds import check_limit, check_mode, check_query
 from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.ingest.jobs import ProgressFn
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.ingest.pipeline import in_worker
-from hexlocal_core.model import JobStatus, Notice, SearchResult, VersionSource
+from hexlocal_core.model import (
+    JobStatus,
+    Notice,
+    ProgressFn,
+    ResolvedMode,
+    SearchMode,
+    SearchResult,
+    VersionSource,
+)
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
 from hexlocal_core.search.exact import Identifier, parse_identifier, similar_titles
-from hexlocal_core.usecases.ingest import Indexing, Prepared
+from hexlocal_core.threads import in_worker
+from hexlocal_core.usecases.ingest import Ingestion, Prepared
 from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.locate import OTP_ALIASES, Locator, ModuleTable, otp_table
 
@@ -25,7 +33,7 @@ OTP_PACKAGES = "Erlang/OTP"  # SearchResult.package of a search of every OTP app
 class Docs:
     def __init__(
         self,
-        indexing: Indexing,
+        ingestion: Ingestion,
         engine: SearchEngine,
         store: DocsStore,
         *,
@@ -34,7 +42,7 @@ class Docs:
         locator: Locator,
         otp: OtpSource | None = None,
     ) -> None:
-        self._indexing = indexing
+        self._ingestion = ingestion
         self._engine = engine
         self._store = store
         self._rerank_enabled = rerank_enabled
@@ -51,29 +59,28 @@ class Docs:
         limit: int,
         examples_only: bool,
         refresh: bool,
-        mode: str,
+        mode: SearchMode | str,
         progress: ProgressFn | None,
     ) -> SearchResult:
         query = check_query(query)
         limit = check_limit(limit)
-        if mode == "rerank" and not self._rerank_enabled:
-            mode = "rrf"  # switched off on purpose: no notice owed
+        ran = ResolvedMode.of(check_mode(mode), rerank_enabled=self._rerank_enabled)
         located: tuple[Notice, ...] = ()
         if package.strip().lower() in OTP_ALIASES:
             ident = parse_identifier(query)
             if ident is None or not ident.erlang:
-                return await self._search_otp(query, limit=limit, mode=mode, progress=progress)
+                return await self._search_otp(query, limit=limit, mode=ran, progress=progress)
             package, located = await self._owner(package, ident, query)
-        prepared = await self._indexing.prepare(
+        prepared = await self._ingestion.prepare(
             package, version, refresh=refresh, progress=progress, searchable=True
         )
         prepared = evolve(prepared, notices=located + prepared.notices)
         if prepared.waiting is not None:
-            return waiting_result(prepared, prepared.waiting, query)
+            return evolve(waiting_result(prepared, prepared.waiting, query), mode=ran)
         outcome = await self._engine.search(
-            prepared.name, query, limit=limit, mode=mode, examples_only=examples_only
+            prepared.name, query, limit=limit, mode=ran.used, examples_only=examples_only
         )
-        return _result(prepared, query, await self._located(outcome))
+        return evolve(_result(prepared, query, await self._located(outcome)), mode=ran)
 
     async def get(
         self,
@@ -92,7 +99,7 @@ class Docs:
                 "use search_docs for questions"
             )
         package, found = await self._owner(package, ident, identifier)
-        prepared = await self._indexing.prepare(
+        prepared = await self._ingestion.prepare(
             package, version, refresh=False, progress=progress, searchable=True
         )
         if prepared.waiting is not None:
@@ -107,7 +114,7 @@ class Docs:
             hint = f" Documented near it: {', '.join(near)}." if near else ""
             notices += (
                 Notice(
-                    "not_found",
+                    NoticeCode.NOT_FOUND,
                     f"{identifier} is not documented in {prepared.name} {prepared.version}.{hint}",
                 ),
             )
@@ -126,7 +133,7 @@ class Docs:
         if located.owners:
             owner = located.owners[0]
             why = Notice(
-                "package_located",
+                NoticeCode.PACKAGE_LOCATED,
                 f"{ident} is documented in {owner.package} ({owner.origin}).",
             )
             return owner.package, (why, *located.notices)
@@ -138,7 +145,7 @@ class Docs:
         )
 
     async def _search_otp(
-        self, query: str, *, limit: int, mode: str, progress: ProgressFn | None
+        self, query: str, *, limit: int, mode: ResolvedMode, progress: ProgressFn | None
     ) -> SearchResult:
         """`erlang`/`otp` with a question: every OTP application the project uses, searched
         together (each indexed first, as a search of it would)."""
@@ -147,13 +154,13 @@ class Docs:
         names: list[str] = []
         notices: list[Notice] = []
         for app, _ in await self._otp.project_apps():
-            prepared = await self._indexing.prepare(
+            prepared = await self._ingestion.prepare(
                 app, None, refresh=False, progress=progress, searchable=True
             )
             notices.extend(n for n in prepared.notices if n not in notices)
             if prepared.waiting is None:
                 names.append(app)
-        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
+        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode.used)
         result = SearchResult(
             package=OTP_PACKAGES,
             version=None,
@@ -162,6 +169,7 @@ class Docs:
             notices=(*notices, *outcome.notices),
             version_source=VersionSource.OTP.value,
             timings_ms=outcome.timings_ms,
+            mode=mode,
         )
         return screen_search(result)
 
@@ -191,7 +199,7 @@ def _result(prepared: Prepared, query: str, outcome: SearchOutcome) -> SearchRes
 def waiting_result(prepared: Prepared, status: JobStatus, query: str) -> SearchResult:
     phase = status.phase or "starting"
     notice = Notice(
-        "ingestion_in_progress",
+        NoticeCode.INGESTION_IN_PROGRESS,
         f"Indexing {prepared.name} {prepared.version} is still running ({phase}: "
         f"{status.chunks_embedded}/{status.chunks_total} chunks after {status.elapsed_s} s). "
         "It continues in the background; call again with the same arguments (or "

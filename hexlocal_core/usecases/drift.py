@@ -16,9 +16,10 @@ from hexlocal_core.chunk import CHUNKER_VERSION, chunk_items
 from hexlocal_core.errors import HexlocalError, UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker
+from hexlocal_core.ingest.pipeline import IngestRequest
 from hexlocal_core.ingest.sources import beam_request
 from hexlocal_core.model import IndexedPackage, ResolvedVersion, SourceKind, VersionSource
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.chunk_diff import ChunkDiff, compare
 from hexlocal_core.usecases.project_docs import project_request
 
@@ -77,7 +78,7 @@ async def drift(
 
 async def _rederive(
     store: DocsStore, ingestor: Ingestor, project_root: Path, pkg: IndexedPackage
-) -> IndexRequest:
+) -> IngestRequest:
     """The package's items as the current code reads them from the source it came from."""
     meta = store.package_meta(pkg.name)
     if pkg.source == SourceKind.BEAM.value and meta.ebin:

@@ -1,7 +1,7 @@
 """Ensure a package version is indexed: resolve the version, decide whether a job is owed,
 run it (once per package at a time) and wait for it up to a bound.
 
-Every docs call (search, get, ingest) comes through `Indexing.prepare` once. The model
+Every docs call (search, get, ingest) comes through `Ingestion.prepare` once. The model
 guard runs once per call that may download, before the first request of a new package.
 """
 
@@ -17,9 +17,8 @@ from hexlocal_core.cancel import IngestCancelled
 from hexlocal_core.errors import HexlocalError, ModelError, ModelUnavailable, RemoteError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.ingestor import Ingestor
-from hexlocal_core.ingest.jobs import Job, JobRegistry, ProgressFn, interrupted_jobs
+from hexlocal_core.ingest.jobs import Job, JobRegistry, interrupted_jobs
 from hexlocal_core.ingest.otp_source import is_otp_app
-from hexlocal_core.ingest.pipeline import in_worker, model_guard
 from hexlocal_core.ingest.project_code import own_app
 from hexlocal_core.model import (
     IndexedPackage,
@@ -28,11 +27,15 @@ from hexlocal_core.model import (
     JobStatus,
     Notice,
     Phase,
+    ProgressFn,
     ResolvedVersion,
     VersionSource,
 )
+from hexlocal_core.model_guard import model_guard
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import Embedder, HexRegistry
 from hexlocal_core.search import notices
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diagnostics import model_missing
 from hexlocal_core.usecases.prepare_plan import (
     AnswerFromChunks,
@@ -69,7 +72,7 @@ class Prepared:
         return self.resolved.name
 
 
-class Indexing:
+class Ingestion:
     def __init__(
         self,
         store: DocsStore,
@@ -337,7 +340,7 @@ class Indexing:
     def _replaced_notice(self, old: IndexedPackage, resolved: ResolvedVersion) -> Notice:
         if resolved.source is VersionSource.PROJECT:
             return Notice(
-                "project_reindexed",
+                NoticeCode.PROJECT_REINDEXED,
                 f"{old.name} was compiled again since it was indexed: its docs were read "
                 f"anew ({old.version} -> {resolved.version}).",
             )
@@ -346,7 +349,7 @@ class Indexing:
             VersionSource.EXPLICIT: "which was asked for explicitly",
         }.get(resolved.source, f"chosen from {resolved.source.value}")
         return Notice(
-            "version_replaced",
+            NoticeCode.VERSION_REPLACED,
             f"Replaced indexed '{old.name}' v{old.version} with v{resolved.version}, {why}. "
             f"The index keeps one version per package and is shared by every client using "
             f"{self._database_path}; another project on v{old.version} should use its own "
@@ -366,7 +369,7 @@ def _offline_notice(name: str, version: str, error: RemoteError, registry: HexRe
         if not api.reachable:
             why = api.describe()
     return Notice(
-        "registry_unreachable",
+        NoticeCode.REGISTRY_UNREACHABLE,
         f"answering from the indexed {name} {version} without hex.pm's newest release: {why}.",
     )
 
@@ -393,7 +396,7 @@ def _embedding_notice(job: Job, stopped: str | None = None, missing: str | None 
     )
     why = f" The last attempt stopped: {stopped}" if stopped else ""
     return Notice(
-        "embedding_in_progress",
+        NoticeCode.EMBEDDING_IN_PROGRESS,
         f"{job.package} {job.version} answers by keyword while its vectors are made{done}; "
         f"the ranking improves as they arrive, in the background.{why}",
     )
@@ -401,7 +404,7 @@ def _embedding_notice(job: Job, stopped: str | None = None, missing: str | None 
 
 def _not_latest_notice(name: str, version: str, resolved: ResolvedVersion) -> Notice:
     return Notice(
-        "indexed_version_differs",
+        NoticeCode.INDEXED_VERSION_DIFFERS,
         f"Answering from the indexed {name} {version}; hex.pm's latest stable is "
         f"{resolved.version} and nothing in the project pins {name}. Pass "
         f"version='{resolved.version}' (or refresh) to switch.",

@@ -29,6 +29,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.beam_sources import find_elixir_lib
 from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.search.exact import Identifier
 from hexlocal_core.versions import (
     ELIXIR_APPS,
@@ -73,7 +74,7 @@ class Located:
         named = ", ".join(f"{o.package} ({o.origin})" for o in others)
         return (
             Notice(
-                "module_in_several_packages",
+                NoticeCode.MODULE_IN_SEVERAL_PACKAGES,
                 f"Answered from {first.package} ({first.origin}); the module is also in "
                 f"{named}. Pass package= to choose.",
             ),

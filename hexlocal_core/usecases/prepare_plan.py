@@ -1,6 +1,6 @@
-"""The decision every docs call passes through (`Indexing.prepare`), as a pure function.
+"""The decision every docs call passes through (`Ingestion.prepare`), as a pure function.
 
-`Indexing.prepare` gathers the facts (the version resolved, what the index holds, the job
+`Ingestion.prepare` gathers the facts (the version resolved, what the index holds, the job
 running for the package, how the last one ended), asks `decide`, and acts on the answer.
 The rules, in order:
 

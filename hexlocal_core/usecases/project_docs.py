@@ -16,15 +16,17 @@ from hexlocal_core.chunk import chunk_items
 from hexlocal_core.errors import ModelError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE, PROJECT_VERSION, scan_markdown
-from hexlocal_core.ingest.pipeline import IndexRequest, in_worker, index_items
-from hexlocal_core.ingest.pipeline import model_guard as guard
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items
 from hexlocal_core.ingest.project_code import own_apps
-from hexlocal_core.model import Notice, SearchResult, SourceKind
+from hexlocal_core.model import Notice, ResolvedMode, SearchMode, SearchResult, SourceKind
+from hexlocal_core.model_guard import model_guard
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import Embedder
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.chunk_diff import compare
-from hexlocal_core.usecases.ingest import Indexing
+from hexlocal_core.usecases.ingest import Ingestion
 from hexlocal_core.usecases.local_sources import own_location
 
 
@@ -44,9 +46,9 @@ class ProjectIndexReport:
         return {**asdict(self), "skipped": dict(self.skipped)}
 
 
-def project_request(project_root: Path, paths: Sequence[Path] | None) -> IndexRequest:
+def project_request(project_root: Path, paths: Sequence[Path] | None) -> IngestRequest:
     scanned = scan_markdown(project_root, paths)
-    return IndexRequest(
+    return IngestRequest(
         package=PROJECT_PACKAGE,
         version=PROJECT_VERSION,
         source=SourceKind.PROJECT.value,
@@ -67,7 +69,7 @@ async def index_project_docs(
     """Index (or re-index) the project's markdown; a deleted file's chunks disappear."""
     if embedder is None:
         raise ModelError("no embedding model is available; see `hexlocal models status`")
-    guard(store, embedder)
+    model_guard(store, embedder)
     request = await in_worker(lambda: project_request(project_root, paths))
     stored = await in_worker(lambda: store.stored_hashes(PROJECT_PACKAGE))
     chunks = await in_worker(lambda: chunk_items(request.items).chunks)
@@ -77,7 +79,7 @@ async def index_project_docs(
         # Every file is gone (or skipped): the project's docs leave the index entirely.
         await in_worker(lambda: store.delete_package(PROJECT_PACKAGE))
         return ProjectIndexReport(0, 0, embedded=0, skipped=dict(request.skipped or {}), **counts)
-    report = await index_items(store, embedder, request, slice_size=slice_size)
+    report = await ingest_items(store, embedder, request, slice_size=slice_size)
     return ProjectIndexReport(
         files=report.items,
         chunks=report.chunks,
@@ -91,7 +93,7 @@ async def index_project_docs(
 async def search_project_docs(
     engine: SearchEngine,
     store: DocsStore,
-    indexing: Indexing,
+    ingestion: Ingestion,
     project_root: Path,
     query: str,
     *,
@@ -105,22 +107,22 @@ async def search_project_docs(
     notices: list[Notice] = []
     names = [PROJECT_PACKAGE] if store.package(PROJECT_PACKAGE) is not None else []
     for app in await in_worker(lambda: own_apps(project_root)):
-        prepared = await indexing.prepare(
+        prepared = await ingestion.prepare(
             app.app, None, refresh=False, progress=None, searchable=True
         )
-        notices.extend(n for n in prepared.notices if n.code != "setting_ignored")
+        notices.extend(n for n in prepared.notices if n.code != NoticeCode.SETTING_IGNORED)
         if prepared.waiting is None:
             names.append(app.app)
     if not names:
         notice = Notice(
-            "project_docs_not_indexed",
+            NoticeCode.PROJECT_DOCS_NOT_INDEXED,
             "Nothing of the project is indexed yet: compile it (`mix compile`) so its modules' "
             "docs are read from _build, and run `hexlocal index-docs` for README.md, docs/ "
             "and guides/ under PROJECT_ROOT.",
         )
         return SearchResult(package=PROJECT_PACKAGE, version=None, query=query, notices=(notice,))
-    mode = "rerank" if rerank_enabled else "rrf"
-    outcome = await search_many(engine, names, query, limit=limit, mode=mode, exact=True)
+    ran = ResolvedMode.of(SearchMode.RERANK, rerank_enabled=rerank_enabled)
+    outcome = await search_many(engine, names, query, limit=limit, mode=ran.used, exact=True)
     return SearchResult(
         package=PROJECT_PACKAGE,
         version=PROJECT_VERSION,
@@ -129,4 +131,5 @@ async def search_project_docs(
         notices=(*notices, *outcome.notices),
         version_source="project",
         timings_ms=outcome.timings_ms,
+        mode=ran,
     )

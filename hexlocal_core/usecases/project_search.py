@@ -15,15 +15,22 @@ from collections.abc import Sequence
 
 import attrs
 
-from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_query
+from hexlocal_core.bounds import MAX_SEARCH_PACKAGES, check_limit, check_mode, check_query
 from hexlocal_core.errors import UserInputError
-from hexlocal_core.ingest.pipeline import in_worker
-from hexlocal_core.model import Notice, PackageState, SearchResult, SyncState
+from hexlocal_core.model import (
+    Notice,
+    PackageState,
+    ResolvedMode,
+    SearchMode,
+    SearchResult,
+    SyncState,
+)
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.screening import screen_search
 from hexlocal_core.search.cross_package import search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.notices import keyword_only
-from hexlocal_core.search.tuning import MODES
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diagnostics import model_missing
 from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.sync import Syncer
@@ -61,18 +68,14 @@ class ProjectSearch:
         self._local = local
 
     async def search(
-        self, query: str, *, packages: Sequence[str] | None, limit: int, mode: str
+        self, query: str, *, packages: Sequence[str] | None, limit: int, mode: SearchMode | str
     ) -> SearchResult:
         started = time.perf_counter()
         query = check_query(query)
         limit = check_limit(limit)
         wanted = _wanted(packages)
-        if mode not in MODES:  # the engine checks too, but an empty scope never reaches it
-            raise UserInputError(
-                f"unknown search mode {mode!r}; expected one of {', '.join(MODES)}"
-            )
-        if mode == "rerank" and not self._rerank_enabled:
-            mode = "rrf"  # switched off on purpose: no notice owed
+        # Checked here: an empty scope never reaches the engine.
+        ran = ResolvedMode.of(check_mode(mode), rerank_enabled=self._rerank_enabled)
         scope = _scope(await self._syncer.states(), wanted)
         notices: list[Notice] = []
         missing = scope.missing
@@ -89,7 +92,7 @@ class ProjectSearch:
         embedding = _embedding_notice(scope.searchable, model_missing(self._engine.embedder))
         if embedding is not None:
             notices.append(embedding)
-        outcome = await search_many(self._engine, names, query, limit=limit, mode=mode)
+        outcome = await search_many(self._engine, names, query, limit=limit, mode=ran.used)
         hits = await in_worker(lambda: self._local.annotate(outcome.hits))
         notices.extend(outcome.notices)
         if not scope.searchable and not missing and not scope.unknown:
@@ -98,7 +101,7 @@ class ProjectSearch:
             shown = ", ".join(names[:NOTICE_NAMES])
             notices.append(
                 Notice(
-                    "no_results",
+                    NoticeCode.NO_RESULTS,
                     f"Nothing in the indexed docs of {shown} matched {query[:80]!r}. Try the "
                     "packages' own vocabulary (module or function names).",
                 )
@@ -117,6 +120,7 @@ class ProjectSearch:
                 "total": total_ms,
                 "packages": float(len(scope.searchable)),
             },
+            mode=ran,
         )
         return screen_search(result)
 
@@ -176,7 +180,7 @@ def _embedding_notice(scope: Sequence[PackageState], missing: str | None) -> Not
     if missing is not None:
         return keyword_only(f"{shown}{more}", missing, plural=len(partial) > 1)
     return Notice(
-        "embedding_in_progress",
+        NoticeCode.EMBEDDING_IN_PROGRESS,
         f"{shown}{more} answered by keyword while their vectors are made; the ranking "
         "improves as they arrive, in the background.",
     )
@@ -193,7 +197,7 @@ def _missing_notice(missing: Sequence[PackageState], total: int) -> Notice:
         for group, states in sorted(groups.items(), key=lambda g: _ORDER.index(g[0]))
     ]
     return Notice(
-        "packages_not_indexed",
+        NoticeCode.PACKAGES_NOT_INDEXED,
         f"{len(missing)} of the project's {total} packages are not searched yet. "
         + "; ".join(parts)
         + ".",
@@ -232,7 +236,7 @@ def _name(state: PackageState) -> str:
 
 def _unknown_notice(names: Sequence[str]) -> Notice:
     return Notice(
-        "package_not_in_project",
+        NoticeCode.PACKAGE_NOT_IN_PROJECT,
         f"{', '.join(names)}: not in the project's mix.lock and not indexed, so not searched; "
         "call search_docs with package=NAME to index and search it.",
     )
@@ -240,7 +244,7 @@ def _unknown_notice(names: Sequence[str]) -> Notice:
 
 def _empty_scope_notice() -> Notice:
     return Notice(
-        "no_project_packages",
+        NoticeCode.NO_PROJECT_PACKAGES,
         "No package to search: no mix.lock (with Hex deps) at or above the project root and "
         "nothing indexed. Set PROJECT_ROOT to the project's folder, or pass a package.",
     )

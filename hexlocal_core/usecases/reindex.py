@@ -16,8 +16,9 @@ from attrs import asdict, frozen
 from hexlocal_core.errors import ModelError
 from hexlocal_core.index.rows import Vector
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.ingest.pipeline import in_worker, provider_of
+from hexlocal_core.model_guard import provider_of
 from hexlocal_core.ports import Embedder
+from hexlocal_core.threads import in_worker
 
 log = logging.getLogger("hexlocal.maintenance")
 

@@ -2,7 +2,7 @@
 
 Gather (the lock, `_build`, the project's Elixir version, the index) -> plan the queue
 (`sync_plan.plan_queue`, pure) -> one worker claims the queued rows in order and indexes
-each through `Indexing.prepare`, the way a search would. So a search for a package being
+each through `Ingestion.prepare`, the way a search would. So a search for a package being
 synced waits for that same job (within INGEST_TIMEOUT_MS) instead of starting another,
 and a search for a package still queued starts its job at once; the worker, reaching it,
 finds it indexed (or joins its job) and moves on.
@@ -30,10 +30,18 @@ from hexlocal_core.index.rows import QueueChanges, SyncRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.jobs import alive
 from hexlocal_core.ingest.otp_source import OtpSource
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.ingest.project_code import own_apps
-from hexlocal_core.model import IngestProgress, JobStatus, Notice, PackageState, SyncState
-from hexlocal_core.usecases.ingest import Indexing
+from hexlocal_core.model import (
+    IngestProgress,
+    JobStatus,
+    Notice,
+    PackageState,
+    ProgressFn,
+    SyncState,
+)
+from hexlocal_core.notice_codes import NoticeCode
+from hexlocal_core.threads import in_worker
+from hexlocal_core.usecases.ingest import Ingestion
 from hexlocal_core.usecases.sync_plan import (
     PROJECT_KIND,
     VERSIONED_KINDS,
@@ -93,7 +101,7 @@ class Syncer:
     def __init__(
         self,
         store: DocsStore,
-        indexing: Indexing,
+        ingestion: Ingestion,
         *,
         project_root: Path,
         include_elixir: bool,
@@ -101,7 +109,7 @@ class Syncer:
     ) -> None:
         self._store = store
         self._otp = otp  # None: OTP applications are not synced
-        self._indexing = indexing
+        self._ingestion = ingestion
         self._project_root = project_root
         self._include_elixir = include_elixir
         self._worker: asyncio.Task[None] | None = None
@@ -149,7 +157,7 @@ class Syncer:
                 await asyncio.shield(self._worker)
         notices = gathered.notices
         if self._blocked is not None:
-            notices += (Notice("sync_waiting", f"sync is waiting: {self._blocked}"),)
+            notices += (Notice(NoticeCode.SYNC_WAITING, f"sync is waiting: {self._blocked}"),)
         return SyncReport(
             packages=tuple(await self._states(gathered)),
             queued=len(queued),
@@ -193,7 +201,7 @@ class Syncer:
         if lock_path is None and mix_root is None:
             notices.append(
                 Notice(
-                    "no_mix_project",
+                    NoticeCode.NO_MIX_PROJECT,
                     f"no Mix project (mix.exs or mix.lock) at or above {root}; set PROJECT_ROOT "
                     "to the project's folder to sync its dependencies",
                 )
@@ -201,7 +209,7 @@ class Syncer:
             return _Gathered((), tuple(notices))
         if lock_path is None:
             notices.append(
-                Notice("no_mix_lock", f"no mix.lock under {mix_root}; run `mix deps.get`")
+                Notice(NoticeCode.NO_MIX_LOCK, f"no mix.lock under {mix_root}; run `mix deps.get`")
             )
         else:
             targets.extend(await self._lock_targets(lock_path, notices))
@@ -218,7 +226,9 @@ class Syncer:
         try:
             lock = await in_worker(lambda: load_lock(lock_path))
         except (LockTooLarge, MalformedLock) as exc:
-            notices.append(Notice("mixlock_unreadable", f"cannot sync from {lock_path}: {exc}"))
+            notices.append(
+                Notice(NoticeCode.MIXLOCK_UNREADABLE, f"cannot sync from {lock_path}: {exc}")
+            )
             return []
         root = self._project_root
 
@@ -244,7 +254,7 @@ class Syncer:
     async def _states(self, gathered: _Gathered) -> list[PackageState]:
         rows = await in_worker(lambda: self._store.sync.all_rows())
         indexed = {p.name: p for p in await in_worker(self._store.packages)}
-        jobs = {j.package: j for j in self._indexing.status() if j.state == "running"}
+        jobs = {j.package: j for j in self._ingestion.status() if j.state == "running"}
         for row in rows.values():  # a worker of another process: no counts, but indexing
             if row.status == "running" and row.package not in jobs and not self._held(row):
                 rows[row.package] = SyncRow(row.package, row.version, row.kind, "queued", row.seq)
@@ -271,7 +281,7 @@ class Syncer:
 
     async def _work(self) -> None:
         try:
-            self._indexing.guard()
+            self._ingestion.guard()
         except ModelError as exc:
             log.warning("sync waits: %s", exc)
             self._blocked = why = str(exc)
@@ -290,7 +300,7 @@ class Syncer:
                 return  # no await between this check and the end: see `_kick`
             self._claimed.add(row.package)
             try:
-                if not await self._index(row):
+                if not await self._ingest(row):
                     return
             finally:
                 self._claimed.discard(row.package)
@@ -308,19 +318,19 @@ class Syncer:
                 continue
             version = row.version if row.kind in VERSIONED_KINDS else None
             try:
-                await self._indexing.write_chunks(row.package, version, progress=self._relay(row))
+                await self._ingestion.write_chunks(row.package, version, progress=self._relay(row))
             except ModelError:
                 return
             except Exception as exc:  # noqa: BLE001 - one package's bug must not stop the rest
                 await self._failed(row, exc)
 
-    async def _index(self, row: SyncRow) -> bool:
+    async def _ingest(self, row: SyncRow) -> bool:
         """Indexes one claimed row; False when the worker must stop (models unusable)."""
         # Elixir's apps by their version; the others as a search would ask, so the lock
         # (or _build, for git/path deps) chooses it again at this moment.
         version = row.version if row.kind in VERSIONED_KINDS else None
         try:
-            prepared = await self._indexing.prepare(
+            prepared = await self._ingestion.prepare(
                 row.package, version, refresh=False, progress=self._relay(row), wait_s=None
             )
         except (asyncio.CancelledError, IngestCancelled):
@@ -383,7 +393,7 @@ class Syncer:
         finally:
             self._listeners.remove(listener)
 
-    def _relay(self, row: SyncRow) -> Callable[[IngestProgress], None]:
+    def _relay(self, row: SyncRow) -> ProgressFn:
         def relay(p: IngestProgress) -> None:
             job = JobStatus(
                 row.package,

@@ -28,9 +28,10 @@ from attrs import frozen
 
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app
-from hexlocal_core.ingest.pipeline import in_worker
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry, ReleaseRequirements
+from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diff import ApiEntry, ChangeKind, _entry_key, api_entries, diff_entries
 from hexlocal_core.usecases.upgrade_changelog import (
     ChangelogVersion,
@@ -54,7 +55,7 @@ from hexlocal_core.versions import (
     try_parse_version,
     validate_package_name,
 )
-from hexlocal_core.versions.lockfile import MalformedLock
+from hexlocal_core.versions.terms import MalformedLock
 
 log = logging.getLogger("hexlocal.upgrade")
 
@@ -188,7 +189,7 @@ class UpgradeImpact:
         before = await self._version_docs(old)
         after = await self._version_docs(new)
         usage = await in_worker(
-            lambda: project_uses(mix_root, set(lock), before.entries, after.entries, self._beams)
+            lambda: project_uses(mix_root, before.entries, after.entries, self._beams)
         )
         key = (name, old.version, new.version, usage.fingerprint)
         cached = self._reports.get(key)
@@ -232,10 +233,12 @@ class UpgradeImpact:
             notices += more
         notices += usage.notices
         if same:
-            notices += (Notice("same_version", f"{name} is already at {new.version}"),)
+            notices += (Notice(NoticeCode.SAME_VERSION, f"{name} is already at {new.version}"),)
         if not after.changelog:
             notices += (
-                Notice("no_changelog", f"{name} {new.version}'s docs have no changelog page"),
+                Notice(
+                    NoticeCode.NO_CHANGELOG, f"{name} {new.version}'s docs have no changelog page"
+                ),
             )
         counts = {str(kind): 0 for kind in ChangeKind}
         for change in changes:
@@ -265,7 +268,7 @@ class UpgradeImpact:
         if rules.locked and not in_lock:
             notices = (
                 Notice(
-                    "not_locked",
+                    NoticeCode.NOT_LOCKED,
                     f"the project's mix.lock does not pin {name}, so no code of the project "
                     f"can be calling it: this is the diff only (diff_versions lists every "
                     f"change)",
@@ -328,7 +331,9 @@ class UpgradeImpact:
         except (VersionNotFound, PackageNotFound):
             return [], ()
         except RemoteError as exc:
-            return [], (Notice("release_data_unavailable", f"hex.pm's release data: {exc}"),)
+            return [], (
+                Notice(NoticeCode.RELEASE_DATA_UNAVAILABLE, f"hex.pm's release data: {exc}"),
+            )
         try:
             before: dict[str, str] | None = dict(
                 await self._releases.release_requirements(name, old)

@@ -1,8 +1,8 @@
 """What the project uses of one package: its compiled calls, and what only its source shows.
 
-The project's own apps are the folders of `_build/<env>/lib` that mix.lock does not
-name (deps are all in the lock; umbrella apps and path deps are not): their beams give
-the exact remote calls (`ingest/beam_calls`). A call of a module of the project that
+The project's own apps (`ingest/project_code.own_apps`: the compiled apps mix.lock does
+not name, so umbrella apps and path deps too): their beams give the exact remote calls
+(`ingest/beam_calls`). A call of a module of the project that
 implements one of the package's behaviours (`use Ecto.Repo` puts `@behaviour
 Ecto.Repo` in `Shop.Repo`) is a use of that behaviour's callback. Macros leave no call
 in a beam, so the source scan (`ingest/elixir_source`) adds the package's macros the
@@ -24,9 +24,10 @@ from attrs import field, frozen
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.ingest.beam import BeamSkipped, _read_capped, _resolved
 from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
-from hexlocal_core.ingest.beam_sources import DEFAULT_ENVS
 from hexlocal_core.ingest.elixir_source import SourceScan, scan_project, source_files
+from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.usecases.diff import GUIDES, ApiEntry
 from hexlocal_core.usecases.upgrade_join import Site, Use, parse_name
 
@@ -44,26 +45,6 @@ class ProjectUses:
     modules: int  # compiled modules read
     notices: tuple[Notice, ...] = ()
     fingerprint: tuple[FileKey, ...] = field(factory=tuple, repr=False)
-
-
-def own_ebins(mix_root: Path, locked: Set[str]) -> list[Path]:
-    """The ebin folders of the project's own apps, in the first env that has any."""
-    build = mix_root / "_build"
-    try:
-        envs = sorted(p.name for p in build.iterdir() if p.is_dir())
-    except OSError:
-        return []
-    ordered = [e for e in DEFAULT_ENVS if e in envs] + [e for e in envs if e not in DEFAULT_ENVS]
-    for env in ordered:
-        lib = build / env / "lib"
-        try:
-            apps = sorted(p for p in lib.iterdir() if p.name not in locked)
-        except OSError:
-            continue
-        ebins = [app / "ebin" for app in apps if (app / "ebin").is_dir()]
-        if any(any(e.glob("*.beam")) for e in ebins):
-            return ebins
-    return []
 
 
 class BeamReader:
@@ -212,7 +193,6 @@ def source_uses(
 
 def project_uses(
     mix_root: Path,
-    locked: Set[str],
     before: Sequence[ApiEntry],
     after: Sequence[ApiEntry],
     reader: BeamReader,
@@ -233,7 +213,7 @@ def project_uses(
         names.setdefault(entry.group, set()).add(parsed.name)
         if entry.doc_type == "macro":
             macros.add((entry.group, parsed.name))
-    compiled, skipped, keys = reader.read(own_ebins(mix_root, locked))
+    compiled, skipped, keys = reader.read([app.ebin for app in own_apps(mix_root)])
     from_beams = beam_uses(compiled, modules, callbacks, mix_root)
     scan = scan_project(mix_root, names)
     from_source = source_uses(scan, modules, macros, callbacks, compiled=bool(compiled))
@@ -255,7 +235,7 @@ def _notices(
     if not compiled:
         out.append(
             Notice(
-                "not_compiled",
+                NoticeCode.NOT_COMPILED,
                 f"nothing of the project is compiled under {mix_root / '_build'}, so its "
                 f"calls come from a source scan of lib/ ({scan.files} files): dynamic calls "
                 "are missed and a call's arity is read from the text. Run `mix compile` in "
@@ -266,21 +246,25 @@ def _notices(
         counts = ", ".join(f"{reason}: {n}" for reason, n in sorted(skipped.items()))
         out.append(
             Notice(
-                "beams_skipped",
+                NoticeCode.BEAMS_SKIPPED,
                 f"some compiled modules were read only in part or not at all ({counts}); "
                 "their calls are listed without a line where the walk stopped",
             )
         )
     no_lines = sorted(m.module for m in compiled if not m.has_lines)
     if no_lines:
-        out.append(Notice("no_line_table", _some(no_lines, "no line table (their call sites "
-                          "name the calling function, not the line)")))  # fmt: skip
+        why = "no line table (their call sites name the calling function, not the line)"
+        out.append(Notice(NoticeCode.NO_LINE_TABLE, _some(no_lines, why)))
     stripped = sorted(m.module for m in compiled if not m.has_attributes)
     if stripped:
-        out.append(Notice("no_attributes", _some(stripped, "no attribute chunk (stripped): "
-                          "calls through a behaviour they implement cannot be told")))  # fmt: skip
+        why = (
+            "no attribute chunk (stripped): calls through a behaviour they implement cannot be told"
+        )
+        out.append(Notice(NoticeCode.NO_ATTRIBUTES, _some(stripped, why)))
     if scan.truncated:
-        out.append(Notice("source_scan_truncated", f"the source scan stopped: {scan.truncated}"))
+        out.append(
+            Notice(NoticeCode.SOURCE_SCAN_TRUNCATED, f"the source scan stopped: {scan.truncated}")
+        )
     return tuple(out)
 
 

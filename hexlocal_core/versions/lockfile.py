@@ -32,10 +32,7 @@ from hexlocal_core.versions.terms import BigNumber, LockTooLarge, MalformedLock,
 
 __all__ = [
     "MAX_LOCK_BYTES",
-    "LockEntry",
     "LockFile",
-    "LockTooLarge",
-    "MalformedLock",
     "load_lock",
     "parse_lock",
     "parse_lock_file",

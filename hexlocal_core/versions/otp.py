@@ -17,7 +17,7 @@ from pathlib import Path
 from attrs import field, frozen
 
 from hexlocal_core.errors import HexlocalError, UserInputError
-from hexlocal_core.untrusted import NotReadable, NotRegularFile, clip, read_regular
+from hexlocal_core.untrusted import NotReadable, clip, read_regular, unreadable
 
 __all__ = [
     "OTP_APPS",
@@ -110,11 +110,6 @@ class OtpInstall:
 def is_otp_root(path: Path) -> bool:
     """Cheap shape check: a `releases` and a `lib` folder (no file is read)."""
     return (path / "releases").is_dir() and (path / "lib").is_dir()
-
-
-def unreadable(path: Path, exc: NotReadable) -> str:
-    """`exc` as a sentence about `path` (a NotRegularFile names the path already)."""
-    return str(exc) if isinstance(exc, NotRegularFile) else f"{clip(str(path))} {exc}"
 
 
 def _read_small(path: Path, cap: int) -> str:

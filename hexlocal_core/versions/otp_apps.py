@@ -1,6 +1,6 @@
 """Which OTP application owns a module, and which OTP applications a project uses.
 
-Both come from `.app` files (Erlang terms, read by `erlang_terms.py`): an installed app's
+Both come from `.app` files (read by `app_file.py`): an installed app's
 `ebin/<app>.app` lists its `modules`; a compiled Mix app's lists the `applications` it
 starts. A project's `mix.exs` is scanned as text for its `applications` and
 `extra_applications` lists (no Elixir is evaluated). Every read is capped in size and
@@ -17,20 +17,19 @@ from pathlib import Path
 
 from attrs import field, frozen
 
-from hexlocal_core.model import Atom, Notice
+from hexlocal_core.model import Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.untrusted import NotReadable, clip, read_regular
-from hexlocal_core.versions.erlang_terms import MalformedTerm, parse_erlang_terms
+from hexlocal_core.versions.app_file import read_app_spec
 from hexlocal_core.versions.location import find_mix_root
 from hexlocal_core.versions.names import ELIXIR_APPS
-from hexlocal_core.versions.otp import CORE_APPS, OTP_APPS, OtpInstall, unreadable
-from hexlocal_core.versions.probes import MAX_APP_FILE_BYTES, build_roots
+from hexlocal_core.versions.otp import CORE_APPS, OTP_APPS, OtpInstall
+from hexlocal_core.versions.probes import build_roots
 
 __all__ = [
-    "AppSpec",
     "ModuleOwners",
     "module_apps",
     "project_otp_apps",
-    "read_app_spec",
 ]
 
 log = logging.getLogger("hexlocal.versions.otp")
@@ -42,54 +41,6 @@ MAX_BUILD_APPS = 2_000  # compiled apps read per project (deps x envs)
 _APP_LIST = re.compile(r"\b(?:extra_|included_)?applications:\s*\[([^\]]{0,20000})\]")
 _ATOM = re.compile(r"(?<![\w:]):([a-z][a-z0-9_]*)\b")
 _APPS_PATH = re.compile(r"\bapps_path:\s*\"([^\"\n]{1,200})\"")
-
-
-@frozen
-class AppSpec:
-    """The parts of an `.app` file hexlocal uses."""
-
-    name: str
-    vsn: str | None
-    modules: tuple[str, ...] = ()
-    applications: tuple[str, ...] = ()  # started before it: required, included, optional
-
-
-def _names(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        return ()
-    return tuple(v.name for v in value if isinstance(v, Atom))
-
-
-def read_app_spec(path: Path) -> AppSpec:
-    """The `{application, Name, Props}` term of an `.app` file. Raises ValueError (the
-    message says why) for a file that is unreadable, too large or not such a term."""
-    try:
-        text = read_regular(path, MAX_APP_FILE_BYTES).decode("utf-8", errors="replace")
-    except NotReadable as exc:
-        raise ValueError(unreadable(path, exc)) from exc
-    try:
-        terms = parse_erlang_terms(text)
-    except MalformedTerm as exc:
-        raise ValueError(f"{clip(str(path))} is not an Erlang term file: {exc}") from exc
-    spec = terms[0] if terms else None
-    if not (
-        isinstance(spec, tuple)
-        and len(spec) == 3
-        and spec[0] == Atom("application")
-        and isinstance(spec[1], Atom)
-        and isinstance(spec[2], list)
-    ):
-        raise ValueError(f"{clip(str(path))} holds no {{application, Name, [...]}} term")
-    pairs = (p for p in spec[2] if isinstance(p, tuple) and len(p) == 2)
-    props = {p[0].name: p[1] for p in pairs if isinstance(p[0], Atom)}
-    vsn = props.get("vsn")
-    started = ("applications", "included_applications", "optional_applications")
-    return AppSpec(
-        name=spec[1].name,
-        vsn=vsn if isinstance(vsn, str) else None,
-        modules=_names(props.get("modules")),
-        applications=tuple(dict.fromkeys(a for key in started for a in _names(props.get(key)))),
-    )
 
 
 # --------------------------------------------------------------------------- module -> app
@@ -115,7 +66,7 @@ class ModuleOwners:
         if len(apps) < 2:
             return None
         return Notice(
-            "module_in_several_apps",
+            NoticeCode.MODULE_IN_SEVERAL_APPS,
             f"module {clip(module.removeprefix(':'), 80)} is listed by {len(apps)} OTP "
             f"applications ({', '.join(apps)}); pass the package to choose one",
         )
@@ -143,7 +94,9 @@ def module_apps(install: OtpInstall) -> ModuleOwners:
         except ValueError as exc:
             if os.path.lexists(app_file):  # erl_interface and jinterface have none: normal
                 notices.append(
-                    Notice("otp_app_file_unreadable", f"{exc}; using the names of its beams")
+                    Notice(
+                        NoticeCode.OTP_APP_FILE_UNREADABLE, f"{exc}; using the names of its beams"
+                    )
                 )
         for module in dict.fromkeys((*listed, *_beam_files(ebin))):
             owners.setdefault(module, []).append(app)

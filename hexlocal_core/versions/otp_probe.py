@@ -27,6 +27,7 @@ from pathlib import Path
 from attrs import frozen
 
 from hexlocal_core.model import Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.untrusted import NotReadable, clip, read_regular
 from hexlocal_core.versions.otp import (
     NotAnOtpInstall,
@@ -169,14 +170,14 @@ async def _ask_erl(exe: str, timeout_s: float) -> tuple[OtpInstall | None, Notic
     if not run.ok or not lines:
         why = run.problem or f"it exited with status {run.returncode} and printed no root"
         return None, Notice(
-            "otp_probe_failed",
+            NoticeCode.OTP_PROBE_FAILED,
             f"could not ask {clip(exe)} where OTP is installed: {why}. "
             "Set HEXLOCAL_OTP_ROOT to the OTP install's root folder.",
         )
     install = _try_read(Path(lines[-1].strip()))
     if install is None:
         return None, Notice(
-            "otp_probe_failed",
+            NoticeCode.OTP_PROBE_FAILED,
             f"{clip(exe)} named {clip(lines[-1].strip())!r} as its root, which is not an "
             "OTP install; set HEXLOCAL_OTP_ROOT to the OTP install's root folder.",
         )
@@ -225,7 +226,7 @@ async def find_otp(
         except NotAnOtpInstall as exc:
             notices.append(
                 Notice(
-                    "otp_root_ignored",
+                    NoticeCode.OTP_ROOT_IGNORED,
                     f"HEXLOCAL_OTP_ROOT is ignored: {exc}. Looking for the project's OTP "
                     "as if it were unset.",
                 )
@@ -251,7 +252,7 @@ def _outcome_notices(found: OtpFound) -> tuple[Notice, ...]:
         )
         return (
             Notice(
-                "otp_pin_not_installed",
+                NoticeCode.OTP_PIN_NOT_INSTALLED,
                 f"{found.pin_file} pins OTP {found.pinned}, which is not installed ({have}). "
                 f"Install it (`asdf install erlang {found.pinned}` or "
                 f"`mise install erlang@{found.pinned}`) or set HEXLOCAL_OTP_ROOT.",
@@ -261,7 +262,7 @@ def _outcome_notices(found: OtpFound) -> tuple[Notice, ...]:
 
 
 _NOT_FOUND = Notice(
-    "otp_not_found",
+    NoticeCode.OTP_NOT_FOUND,
     "no Erlang/OTP install found: `erl` is not on PATH and no asdf or mise install of a "
     "pinned release applies. Set HEXLOCAL_OTP_ROOT to the OTP install's root folder.",
 )

@@ -17,6 +17,7 @@ from typing import Any
 from attrs import frozen
 
 from hexlocal_core.model import Notice
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.untrusted import NotReadable, read_regular
 from hexlocal_core.versions.location import project_dirs
 
@@ -93,12 +94,20 @@ _PIN_FILES: tuple[tuple[str, Callable[[Path, str, ValueRule], tuple[str | None, 
 )
 
 
+# The notices of each tool's pins: (the file cannot be read, it pins no usable version).
+_PIN_NOTICES = {
+    "elixir": (NoticeCode.ELIXIR_PIN_UNREADABLE, NoticeCode.ELIXIR_PIN_UNUSABLE),
+    "erlang": (NoticeCode.ERLANG_PIN_UNREADABLE, NoticeCode.ERLANG_PIN_UNUSABLE),
+}
+
+
 def find_pin(project_root: Path, tool: str, rule: ValueRule, *, example: str) -> Pin:
     """The version of `tool` the project pins, looking in the project and its parents
     (nearest first) as asdf and mise do. A file that cannot be read, or that names the
     tool without a usable version (`system`, `ref:main`), is a notice and the walk goes on;
     `example` shows a usable value in that notice.
     """
+    unreadable, unusable = _PIN_NOTICES[tool]
     notices: list[Notice] = []
     for directory in project_dirs(project_root):
         for filename, reader in _PIN_FILES:
@@ -108,14 +117,14 @@ def find_pin(project_root: Path, tool: str, rule: ValueRule, *, example: str) ->
             try:
                 version, mentioned = reader(path, tool, rule)
             except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError too
-                notices.append(Notice(f"{tool}_pin_unreadable", f"could not read {path}: {exc}"))
+                notices.append(Notice(unreadable, f"could not read {path}: {exc}"))
                 continue
             if version:
                 return Pin(version, path, tuple(notices))
             if mentioned:
                 notices.append(
                     Notice(
-                        f"{tool}_pin_unusable",
+                        unusable,
                         f"{path} pins {tool} without a usable version (like {example}); "
                         "ignoring it",
                     )

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from hexlocal_core.model import Notice
-from hexlocal_core.untrusted import NotReadable, read_regular
+from hexlocal_core.versions.app_file import read_app_vsn
 from hexlocal_core.versions.location import find_lock, find_mix_root
 from hexlocal_core.versions.pins import find_pin
 from hexlocal_core.versions.probe_run import run_probe
@@ -25,16 +25,11 @@ __all__ = [
     "build_version",
     "elixir_on_path",
     "pinned_elixir",
-    "read_app_vsn",
 ]
 
 log = logging.getLogger("hexlocal.versions")
 
 ELIXIR_VERSION_TIMEOUT_S = 10.0  # a cold BEAM start takes ~0.5 s; this only guards a hang
-MAX_APP_FILE_BYTES = 1024 * 1024  # .app files are a few KB; Elixir's lists ~250 modules
-
-# The value is bounded so a file of many unclosed `{vsn,"` cannot make the search quadratic.
-_APP_VSN = re.compile(r"""\{\s*vsn\s*,\s*(?:"([^"]{0,128})"|'([^']{0,128})')\s*\}""")
 
 
 # --------------------------------------------------------------------------- _build
@@ -61,17 +56,6 @@ def _app_files(root: Path, app: str) -> list[Path]:
     envs = sorted(found, key=lambda e: (e != "dev", e))
     files = (build / env / "lib" / app / "ebin" / f"{app}.app" for env in envs)
     return [f for f in files if f.is_file()]
-
-
-def read_app_vsn(app_file: Path) -> str | None:
-    """The `{vsn, "1.2.3"}` of an Erlang .app file (a string or a charlist), or None."""
-    try:
-        data = read_regular(app_file, MAX_APP_FILE_BYTES)
-    except NotReadable as exc:
-        log.debug("ignoring %s: %s", app_file, exc)
-        return None
-    m = _APP_VSN.search(data.decode("utf-8", errors="replace"))
-    return (m.group(1) if m.group(1) is not None else m.group(2)) if m else None
 
 
 def build_version(app: str, project_root: Path) -> tuple[str, Path] | None:

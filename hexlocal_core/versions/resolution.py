@@ -26,11 +26,12 @@ from hexlocal_core.errors import (
     UserInputError,
     VersionNotFound,
 )
-from hexlocal_core.model import HexPackageInfo, Notice, ResolvedVersion, VersionSource
+from hexlocal_core.model import HexPackageInfo, LockEntry, Notice, ResolvedVersion, VersionSource
+from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.untrusted import shown
 from hexlocal_core.versions.location import find_lock
-from hexlocal_core.versions.lockfile import LockEntry, LockTooLarge, MalformedLock, load_lock
+from hexlocal_core.versions.lockfile import load_lock
 from hexlocal_core.versions.names import ELIXIR_APPS, validate_package_name
 from hexlocal_core.versions.probes import build_version, elixir_on_path, pinned_elixir
 from hexlocal_core.versions.requirement import Requirement, best_match, parse_requirement
@@ -41,6 +42,7 @@ from hexlocal_core.versions.semver import (
     pick_latest,
     try_parse_version,
 )
+from hexlocal_core.versions.terms import LockTooLarge, MalformedLock
 
 __all__ = ["LATEST", "explain_missing_docs", "resolve_version", "why_no_docs"]
 
@@ -94,7 +96,9 @@ async def _resolve_requirement(
     entry = await _lock_entry(name, lock_path, notices)
     pinned = try_parse_version(entry.version or "") if entry and entry.kind == "hex" else None
     if pinned is not None and requirement.matches(pinned) and lock_path is not None:
-        notice = Notice("requirement_matched", f"{said} is met by {pinned}, mix.lock's pin")
+        notice = Notice(
+            NoticeCode.REQUIREMENT_MATCHED, f"{said} is met by {pinned}, mix.lock's pin"
+        )
         return ResolvedVersion(
             name,
             str(pinned),
@@ -117,7 +121,9 @@ async def _resolve_requirement(
             f"no release of {name} on hex.pm meets {said}"
             + (f"; the newest: {newest}" if newest else "")
         )
-    notice = Notice("requirement_matched", f"{said} is met by {version}, the newest such release")
+    notice = Notice(
+        NoticeCode.REQUIREMENT_MATCHED, f"{said} is met by {version}, the newest such release"
+    )
     return ResolvedVersion(name, version, VersionSource.EXPLICIT, notices=(*notices, notice))
 
 
@@ -126,13 +132,15 @@ async def _resolve_explicit(
 ) -> ResolvedVersion:
     version = parse_version(wanted)
     if registry is None:
-        notice = Notice("version_unverified", f"{name} {version} was not checked against hex.pm")
+        notice = Notice(
+            NoticeCode.VERSION_UNVERIFIED, f"{name} {version} was not checked against hex.pm"
+        )
         return ResolvedVersion(name, str(version), VersionSource.EXPLICIT, notices=(notice,))
     try:
         info = await registry.package_info(name)
     except RemoteError as exc:
         notice = Notice(
-            "registry_unreachable",
+            NoticeCode.REGISTRY_UNREACHABLE,
             f"could not check {name} {version} against hex.pm ({exc}); using it as given",
         )
         return ResolvedVersion(name, str(version), VersionSource.EXPLICIT, notices=(notice,))
@@ -201,24 +209,25 @@ async def _lock_entry(name: str, lock_path: Path | None, notices: list[Notice]) 
         # A worker thread: a first parse of a large lock must not stall the event loop.
         lock = await asyncio.to_thread(load_lock, lock_path)
     except LockTooLarge as exc:  # too many bytes, or too many tokens
-        notices.append(Notice("mixlock_too_large", str(exc)))
+        notices.append(Notice(NoticeCode.MIXLOCK_TOO_LARGE, str(exc)))
         return None
     except MalformedLock as exc:
-        notices.append(Notice("mixlock_unreadable", f"ignoring mix.lock: {exc}"))
+        notices.append(Notice(NoticeCode.MIXLOCK_UNREADABLE, f"ignoring mix.lock: {exc}"))
         return None
     entries = lock.entries
     entry = entries.get(name) or next((e for e in entries.values() if e.package == name), None)
     if entry is None and name in lock.problems:
         notices.append(
             Notice(
-                "mixlock_bad_entry", f"ignoring the lock's entry for {name}: {lock.problems[name]}"
+                NoticeCode.MIXLOCK_BAD_ENTRY,
+                f"ignoring the lock's entry for {name}: {lock.problems[name]}",
             )
         )
         return None
     if entry is not None and entry.kind == "hex" and try_parse_version(entry.version or "") is None:
         notices.append(
             Notice(
-                "mixlock_bad_version",
+                NoticeCode.MIXLOCK_BAD_VERSION,
                 f"{lock_path} pins {name} to {shown(entry.version)}, which is not a version; "
                 "ignoring it",
             )
@@ -240,7 +249,7 @@ def _not_hex_notice(name: str, entry: LockEntry, lock: Path | None, *, compiled:
             f"{name} is {where} ({origin}) and is not compiled yet; using hex.pm's latest "
             "stable, which may differ from your checkout. Run `mix compile` for its version"
         )
-    return Notice("not_hex_dependency", text)
+    return Notice(NoticeCode.NOT_HEX_DEPENDENCY, text)
 
 
 async def _from_hex(
@@ -282,7 +291,7 @@ async def _resolve_elixir_app(name: str, wanted: str | None, project_root: Path)
     if wanted is not None:
         notices.append(
             Notice(
-                "elixir_latest",
+                NoticeCode.ELIXIR_LATEST,
                 f"{name} ships with Elixir and has no 'latest' on hex.pm; "
                 "using the project's Elixir",
             )

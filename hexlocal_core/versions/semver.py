@@ -14,6 +14,7 @@ from attrs import frozen
 
 from hexlocal_core.errors import UserInputError, VersionNotFound
 from hexlocal_core.model import HexPackageInfo, Notice
+from hexlocal_core.notice_codes import NoticeCode
 
 __all__ = [
     "MAX_VERSION_LENGTH",
@@ -164,7 +165,7 @@ def pick_latest(info: HexPackageInfo) -> tuple[str, tuple[Notice, ...]]:
     if releases:
         newest = str(releases[0])
         notice = Notice(
-            "prerelease_only",
+            NoticeCode.PRERELEASE_ONLY,
             f"{info.name} has only pre-releases on hex.pm; using the newest, {newest}. "
             "Pass a version to choose another.",
         )

@@ -170,7 +170,7 @@ async def test_empty_model_folder_names_the_variable(tmp_path: Path) -> None:
     reranker = build_local_reranker(model_settings(HEXLOCAL_RERANK_MODEL_DIR=str(tmp_path)))
     assert reranker is not None
     with pytest.raises(ModelError, match="HEXLOCAL_RERANK_MODEL_DIR="):
-        await reranker.load()
+        reranker.ensure_loaded()
 
 
 def write_wrong_shape_model(folder: Path, tokenizer: Path) -> Path:

@@ -8,7 +8,6 @@ import pytest
 
 from hexlocal_core.redact import (
     MASK,
-    clip,
     excerpt,
     redact_url,
     redact_urls,
@@ -16,6 +15,7 @@ from hexlocal_core.redact import (
     url_secrets,
     valid_model_name,
 )
+from hexlocal_core.untrusted import clip
 
 KEY = "sk-adv0cafe1234567890abcdefSECRET"
 

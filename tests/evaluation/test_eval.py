@@ -35,7 +35,7 @@ from hexlocal_core.evaluation.queries import KINDS
 from hexlocal_core.index.sqlite.db import scalar
 from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items
 from hexlocal_core.ingest.tarball import read_docs_tarball
 from hexlocal_core.model import Hit
 from hexlocal_core.search.engine import SearchEngine, SearchOutcome
@@ -52,8 +52,8 @@ def _index(store: Store, hexdocs: Path, package: str, version: str) -> None:
     parsed = parse_hexdocs(
         read_docs_tarball(data, max_bytes=50_000_000), package=package, version=version
     )
-    request = IndexRequest(package, version, "hexdocs", parsed.items)
-    asyncio.run(index_items(store, HashingEmbedder(), request))
+    request = IngestRequest(package, version, "hexdocs", parsed.items)
+    asyncio.run(ingest_items(store, HashingEmbedder(), request))
 
 
 @pytest.fixture(scope="module")

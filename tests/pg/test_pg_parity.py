@@ -20,10 +20,10 @@ from hexlocal_core.index.pg.store import PgStore
 from hexlocal_core.index.rows import ItemQuery
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.sqlite.store import Store
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items
-from hexlocal_core.search.arms import BM25_WEIGHTS
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.sanitizer import to_phrases
+from hexlocal_core.search.tuning import BM25_WEIGHTS
 from tests.support.helpers import HashingEmbedder
 
 pytestmark = pytest.mark.integration
@@ -50,8 +50,8 @@ def _index(store: DocsStore, corpus: Path) -> None:
         package="jason",
         version="1.4.4",
     )
-    request = IndexRequest("jason", "1.4.4", "hexdocs", parsed.items)
-    asyncio.run(index_items(store, HashingEmbedder(), request))
+    request = IngestRequest("jason", "1.4.4", "hexdocs", parsed.items)
+    asyncio.run(ingest_items(store, HashingEmbedder(), request))
 
 
 @pytest.fixture(scope="module")

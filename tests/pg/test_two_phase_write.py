@@ -16,7 +16,7 @@ from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.model import sha256_text
 from hexlocal_core.ports import Vectors
-from hexlocal_core.search.arms import BM25_WEIGHTS
+from hexlocal_core.search.tuning import BM25_WEIGHTS
 from tests.support.helpers import HashingEmbedder, chunk_of, item
 from tests.support.pg import package_write
 

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from hexlocal_core.errors import HexlocalError, UserInputError
 from hexlocal_core.model import HexPackageInfo, ResolvedVersion, VersionSource
 from hexlocal_core.versions import build_version, lockfile, read_app_vsn, resolve_version
-from hexlocal_core.versions.lockfile import LockFile, MalformedLock, parse_lock_file
+from hexlocal_core.versions.lockfile import LockFile, parse_lock_file
+from hexlocal_core.versions.terms import MalformedLock
 
 BOUND_S = 10.0  # generous: the slowest case takes ~1 s of CPU on this 2-core machine
 FUZZ_BOUND_S = 2.0

@@ -1,7 +1,7 @@
 """The search engine with a reranker: the fused order, the reranker's bounded authority, and
 every notice a degraded stage returns, over a real index of a real package's docs.
 
-The index is jason 1.4.4 from the shared corpus (parse + `index_items`, the ingest write
+The index is jason 1.4.4 from the shared corpus (parse + `ingest_items`, the ingest write
 path), embedded by the deterministic hashing embedder: these tests are about what the
 engine does with the arms and the reranker, not about embedding quality. Rerankers are
 either the stand-in cross-encoder (real ONNX runtime, a seeded random head) or small

@@ -1,6 +1,6 @@
 """The engine on pasted error messages, over a real index of a real package's docs.
 
-The index is jason 1.4.4 from the shared corpus (parse + `index_items`), embedded by the
+The index is jason 1.4.4 from the shared corpus (parse + `ingest_items`), embedded by the
 deterministic hashing embedder: what is tested is what the engine searches for when the
 query is an error paste, not embedding quality.
 """

@@ -14,7 +14,7 @@ from hexlocal_core.search import learned_rank
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.learned_rank import Candidate, features, learned_order, words
 from hexlocal_core.search.query_shape import Shape
-from hexlocal_core.search.tuning import SearchTuning
+from hexlocal_core.search.tuning import LEARNED_DEPTH, SearchTuning
 from tests.support.helpers import HashingEmbedder
 
 PACKAGE = "jason"  # 1.4.4, the `jason_index` fixture (conftest.py)
@@ -155,11 +155,11 @@ async def _pool(
 @pytest.mark.parametrize("query", QUERIES)
 async def test_rrf_draws_the_pool_from_the_first_twenty_fused(store: Store, query: str) -> None:
     pool = await _pool(store, query, learned=True)
-    tuning = evolve(SearchTuning(), learned_rank=False, pool=learned_rank.DEPTH)
+    tuning = evolve(SearchTuning(), learned_rank=False, pool=LEARNED_DEPTH)
     engine = SearchEngine(store, HashingEmbedder(), None, tuning=tuning)
     fused = (await engine.search(PACKAGE, query, limit=30, mode="rrf", exact=False)).pool
     assert len(pool) == SearchTuning().pool
-    assert set(pool) <= set(fused) and len(fused) == learned_rank.DEPTH
+    assert set(pool) <= set(fused) and len(fused) == LEARNED_DEPTH
 
 
 async def test_the_learned_order_differs_from_fusion_somewhere(store: Store) -> None:

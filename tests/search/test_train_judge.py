@@ -19,7 +19,7 @@ import pytest
 from hexlocal_core.adapters.local_embedder import LocalEmbedder
 from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
-from hexlocal_core.ingest.pipeline import IndexRequest, index_items
+from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items
 from hexlocal_core.ingest.tarball import read_docs_tarball
 from tests.support.paths import HEXDOCS, REPO_ROOT
 
@@ -37,7 +37,7 @@ def real_index(tmp_path_factory: pytest.TempPathFactory, local_embedder: LocalEm
     store = Store(path)
     try:
         asyncio.run(
-            index_items(store, local_embedder, IndexRequest("jason", "1.4.4", "hexdocs", items))
+            ingest_items(store, local_embedder, IngestRequest("jason", "1.4.4", "hexdocs", items))
         )
     finally:
         store.close()

@@ -141,7 +141,7 @@ def index_corpus_package(path: Path, tarball: Path, package: str, version: str) 
     import asyncio
 
     from hexlocal_core.ingest.hexdocs import parse_hexdocs
-    from hexlocal_core.ingest.pipeline import IndexRequest, index_items
+    from hexlocal_core.ingest.pipeline import IngestRequest, ingest_items
     from hexlocal_core.ingest.tarball import read_docs_tarball
 
     parsed = parse_hexdocs(
@@ -151,8 +151,8 @@ def index_corpus_package(path: Path, tarball: Path, package: str, version: str) 
     )
     store = Store(path)
     try:
-        request = IndexRequest(package, version, "hexdocs", parsed.items)
-        asyncio.run(index_items(store, HashingEmbedder(), request))
+        request = IngestRequest(package, version, "hexdocs", parsed.items)
+        asyncio.run(ingest_items(store, HashingEmbedder(), request))
     finally:
         store.close()
     return path

@@ -22,10 +22,10 @@ from hexlocal_core.errors import (
 )
 from hexlocal_core.index.sqlite.db import connect, scalar
 from hexlocal_core.ingest.planner import plan_ingest
-from hexlocal_core.mixlock import LockEntry
 from hexlocal_core.model import (
     IngestProgress,
     JobStatus,
+    LockEntry,
     ResolvedVersion,
     SourceKind,
     VersionSource,

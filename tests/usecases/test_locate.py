@@ -14,7 +14,7 @@ from hexlocal_core.errors import NotFound
 from hexlocal_core.search.exact import parse_identifier
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.locate import Origin, Owner, choose, guess, module_atom, spelt_like
-from hexlocal_core.versions.app_file import app_applications, app_modules
+from hexlocal_core.versions.app_file import app_modules, read_app_spec, read_app_vsn
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.support.helpers import HashingEmbedder, project_root
 
@@ -154,13 +154,15 @@ def test_spelt_like_suggests_known_modules() -> None:
 def test_app_files_are_read_as_mix_and_otp_write_them(tmp_path: Path) -> None:
     path = app_file(tmp_path, "jason", "1.4.4", JASON_MODULES)
     assert app_modules(path) == frozenset(JASON_MODULES)
-    assert app_applications(path) == ("kernel", "stdlib", "elixir")
+    assert read_app_spec(path).applications == ("kernel", "stdlib", "elixir")
+    assert read_app_vsn(path) == "1.4.4"
     otp = tmp_path / "kernel.app"
     otp.write_text(
         "%% comment {modules, [fake]}\n{application, kernel,\n [{modules, [application,\n"
         "\t     ets_not_here, % trailing\n\t     logger]},\n  {applications, []}]}.\n"
     )
     assert app_modules(otp) == frozenset({"application", "ets_not_here", "logger"})
+    assert read_app_vsn(otp) is None  # no vsn: None, not an error
     assert app_modules(tmp_path / "absent.app") == frozenset()
     (tmp_path / "odd.app").write_text("{modules, [")  # unterminated: nothing, no error
     assert app_modules(tmp_path / "odd.app") == frozenset()

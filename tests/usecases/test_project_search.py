@@ -15,7 +15,7 @@ import pytest
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.sqlite.store import Store
-from hexlocal_core.model import Hit, PackageState, Phase, SyncState
+from hexlocal_core.model import Hit, PackageState, Phase, SearchMode, SyncState
 from hexlocal_core.ports import Vectors
 from hexlocal_core.search.cross_package import fuse_packages, search_many
 from hexlocal_core.search.engine import SearchEngine
@@ -169,6 +169,26 @@ async def test_a_package_without_all_its_vectors_answers_by_keyword_and_says_so(
     assert not any(n.code == "packages_not_indexed" for n in result.notices)
     (notice,) = [n for n in result.notices if n.code == "embedding_in_progress"]
     assert notice.message.startswith("telemetry answered by keyword")
+
+
+async def test_rerank_switched_off_runs_as_rrf_and_the_result_says_so(svc: Hexlocal) -> None:
+    query = "encode a map to JSON"
+    indexed = list(INDEXED)  # the queued package may finish between two searches
+    asked = await svc.search_project_deps(query, packages=indexed, mode="rerank")
+    fused = await svc.search_project_deps(query, packages=indexed, mode="rrf")
+    assert asked.mode is not None and asked.mode.requested is SearchMode.RERANK
+    assert asked.mode.used is SearchMode.RRF and "AI_RERANK_MODEL=off" in (asked.mode.reason or "")
+    assert labels(asked.hits) == labels(fused.hits)  # the same ranking, now named
+    assert fused.to_dict()["mode"] == {"requested": "rrf", "used": "rrf", "reason": None}
+    one = await svc.search_docs("jason", query, mode="rerank")
+    assert one.to_dict()["mode"]["used"] == "rrf"
+    assert labels(one.hits) == labels((await svc.search_docs("jason", query, mode="rrf")).hits)
+    for search in (
+        svc.search_project_deps(query, mode="bm25"),
+        svc.search_docs("jason", query, mode="bm25"),
+    ):
+        with pytest.raises(UserInputError, match="unknown search mode 'bm25'"):
+            await search
 
 
 async def test_packages_restricts_the_scope(svc: Hexlocal) -> None:

@@ -27,7 +27,7 @@ from hexlocal_core.versions import (
     read_otp_install,
     release_matches,
 )
-from hexlocal_core.versions.otp_apps import read_app_spec
+from hexlocal_core.versions.app_file import read_app_spec
 from tests.support.paths import CORPUS
 from tests.support.waiting import wait_until
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from hexlocal_core.ingest.pipeline import in_worker
+from hexlocal_core.threads import in_worker
 
 
 async def cancelled_while_working(
@@ -59,6 +59,6 @@ async def test_an_undo_that_fails_is_logged_and_the_cancel_still_reported(
         raise OSError("lock file gone")
 
     await cancelled_while_working("row 7", undo=undo)
-    ours = [r for r in caplog.records if r.name == "hexlocal.ingest"]
+    ours = [r for r in caplog.records if r.name == "hexlocal.threads"]
     assert any("could not give back" in r.getMessage() for r in ours)
     assert any("lock file gone" in r.getMessage() for r in ours)

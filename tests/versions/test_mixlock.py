@@ -11,23 +11,17 @@ from typing import Any
 import pytest
 
 from hexlocal_core import untrusted
-from hexlocal_core.mixlock import (
+from hexlocal_core.model import Atom, LockEntry
+from hexlocal_core.versions import lockfile
+from hexlocal_core.versions.location import find_lock, find_mix_root, project_dirs
+from hexlocal_core.versions.lockfile import (
     MAX_LOCK_BYTES,
-    Atom,
-    BigNumber,
-    LockEntry,
-    LockTooLarge,
-    MalformedLock,
-    find_lock,
-    find_mix_root,
     load_lock,
-    parse_elixir_term,
     parse_lock,
     parse_lock_file,
-    project_dirs,
     read_lock,
 )
-from hexlocal_core.versions import lockfile
+from hexlocal_core.versions.terms import BigNumber, LockTooLarge, MalformedLock, parse_elixir_term
 
 LOCKS = {
     "phoenixframework_phoenix.mix.lock": 40,
