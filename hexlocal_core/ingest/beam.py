@@ -1,15 +1,15 @@
 """Docs from compiled BEAM files: the EEP-48 `Docs` chunk, turned into ExDoc-shaped items.
 
-A `.beam` file is an IFF container: `FOR1`, a 4-byte size, `BEAM`, then chunks of a 4-byte
-id, a 4-byte size and the data, each padded to 4 bytes. The `Docs` chunk holds
-`term_to_binary({docs_v1, Anno, Language, Format, ModuleDoc, Metadata, Docs})`.
+The container is read by `beam_file` (chunks, atoms, bounded reads); the `Docs` chunk holds
+`term_to_binary({docs_v1, Anno, Language, Format, ModuleDoc, Metadata, Docs})`, decoded by
+`docs_chunk`; this module turns the decoded docs into items.
 
 Erlang modules' docs come in a second format too: OTP 23-26 and EDoc write
 `application/erlang+html` (a tree of HTML-like elements), kept beside the beams in
 `doc/chunks/<module>.chunk` files (`items_from_chunk_dir`) or in the beam itself; it is
 converted to markdown (`erlang_html`). What ExDoc adds for Erlang modules is added here too
 (`erlang_docs`): "Equivalent to ..." for entries whose metadata names an `equiv`, and the
-opaque types it reads from the abstract code. Elixir modules are read as before.
+opaque types it reads from the abstract code.
 
 Items mirror what ExDoc publishes, so a BEAM-built index and a tarball-built one agree:
 
@@ -38,75 +38,44 @@ ExDoc's order: `exception/1`, `message/1` and `__struct__/0` make an exception,
 from __future__ import annotations
 
 import logging
-import struct
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from attrs import evolve, field, frozen
+from attrs import evolve, frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
-from hexlocal_core.ingest import erlang_docs, erlang_html, etf
-from hexlocal_core.ingest.etf import Term
-from hexlocal_core.model import Atom, DocItem, DocType, SourceKind
-from hexlocal_core.untrusted import NotRegularFile, TooLarge, clip, read_regular
+from hexlocal_core.ingest import erlang_docs, etf
+from hexlocal_core.ingest.beam_file import (
+    MAX_BEAM_BYTES,
+    BeamSkipped,
+    chunks_of,
+    module_name,
+    read_capped,
+    resolved_folder,
+)
+from hexlocal_core.ingest.docs_chunk import (
+    BeamDocs,
+    DocEntry,
+    compiled_source,
+    docs_v1,
+    mark_opaque,
+)
+from hexlocal_core.model import DocItem, DocType, SourceKind
+from hexlocal_core.untrusted import clip
 
 log = logging.getLogger("hexlocal.ingest.beam")
 
-MAX_BEAM_BYTES = 64 * 1024 * 1024  # the largest OTP/Elixir beams are a few MiB
 MAX_CHUNK_BYTES = 16 * 1024 * 1024  # OTP 25's largest .chunk (erlang's) is 0.5 MiB
-MARKDOWN = "text/markdown"
 HEXDOCS = "https://hexdocs.pm"
-ENTRY_KINDS = frozenset({"function", "macro", "callback", "macrocallback", "type"})
 # What URI.encode/1 leaves alone, which is what ExDoc applies to a name/arity anchor.
 _ANCHOR_SAFE = ":/?#[]@!$&'()*+,;=~"
 
 
 Link = Callable[[str], str]  # an item's ref ("ets.html#new/2") -> the URL it is published at
-
-
-class BeamSkipped(IngestError):
-    """A `.beam` file yields no docs; `reason` is the key it is counted under."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-@frozen
-class DocEntry:
-    """One `{{Kind, Name, Arity}, Anno, Signature, Doc, Metadata}` entry."""
-
-    kind: str  # function | macro | callback | macrocallback | type
-    name: str
-    arity: int
-    signatures: tuple[str, ...]
-    doc: str | None  # None for :none and :hidden
-    hidden: bool
-    metadata: Mapping[str, Any] = field(factory=dict)
-    line: int | None = None  # where the definition is documented, from its annotation
-
-
-@frozen
-class BeamDocs:
-    """The decoded Docs chunk of one module."""
-
-    module: str  # the module atom as written: "Elixir.Enum", "lists"
-    language: str  # "elixir", "erlang"
-    module_doc: str | None  # None for :none and :hidden
-    module_hidden: bool
-    metadata: Mapping[str, Any]
-    entries: tuple[DocEntry, ...]
-    bad_entries: int = 0  # entries whose shape or text was unusable
-    source: str | None = None  # the compiled file's path, as the compiler saw it (CInf)
-    line: int | None = None  # the module doc's line
-
-    @property
-    def display_name(self) -> str:
-        return self.module.removeprefix("Elixir.")
 
 
 @frozen
@@ -122,8 +91,8 @@ def read_beam_docs(data: bytes) -> BeamDocs:
     :raises BeamSkipped: (an IngestError) with `reason` not_beam, truncated, no_atoms,
         no_docs_chunk, bad_etf, bad_docs_shape or not_markdown.
     """
-    chunks = _chunks(data)
-    module = _module_name(chunks.get("AtU8"), chunks.get("Atom"))
+    chunks = chunks_of(data)
+    module = module_name(chunks.get("AtU8"), chunks.get("Atom"))
     chunk = chunks.get("Docs")
     if chunk is None:
         raise BeamSkipped("no_docs_chunk", f"{clip(module)} has no Docs chunk")
@@ -131,10 +100,10 @@ def read_beam_docs(data: bytes) -> BeamDocs:
         term = etf.decode(chunk)
     except IngestError as exc:
         raise BeamSkipped("bad_etf", f"{clip(module)}: Docs chunk is not valid ETF: {exc}") from exc
-    docs = _docs_v1(module, term)
+    docs = docs_v1(module, term)
     if docs.language == "erlang" and "Dbgi" in chunks:
-        docs = _mark_opaque(docs, erlang_docs.opaque_from_dbgi(chunks["Dbgi"]))
-    return evolve(docs, source=_compiled_source(chunks.get("CInf")))
+        docs = mark_opaque(docs, erlang_docs.opaque_from_dbgi(chunks["Dbgi"]))
+    return evolve(docs, source=compiled_source(chunks.get("CInf")))
 
 
 def read_chunk_docs(data: bytes, module: str) -> BeamDocs:
@@ -148,9 +117,9 @@ def read_chunk_docs(data: bytes, module: str) -> BeamDocs:
         term = etf.decode(data)
     except IngestError as exc:
         raise BeamSkipped("bad_etf", f"{clip(module)}: chunk file is not valid ETF: {exc}") from exc
-    docs = _docs_v1(module, term)
+    docs = docs_v1(module, term)
     if docs.language == "erlang":
-        docs = _mark_opaque(docs, erlang_docs.opaque_from_types(docs.metadata.get("types")))
+        docs = mark_opaque(docs, erlang_docs.opaque_from_types(docs.metadata.get("types")))
     return docs
 
 
@@ -214,11 +183,11 @@ def _items_from_dir(
     items: list[DocItem] = []
     skipped: Counter[str] = Counter()
     modules = 0
-    root = _resolved(folder)
+    root = resolved_folder(folder)
     for path in sorted(folder.glob(pattern)):
         checkpoint()
         try:
-            docs = read(path, _read_capped(path, max_file_bytes, root))
+            docs = read(path, read_capped(path, max_file_bytes, root))
         except BeamSkipped as exc:
             log.debug("skipped %s: %s", path.name, exc)
             skipped[exc.reason] += 1
@@ -385,304 +354,3 @@ def _upper(char: str) -> bool:
 def _text_meta(metadata: Mapping[str, Any], key: str) -> str | None:
     value = metadata.get(key)
     return value if isinstance(value, str) and value else None
-
-
-# --- the IFF container ----------------------------------------------------------------
-
-
-def _resolved(folder: Path) -> Path | None:
-    try:
-        return folder.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-
-
-def _read_capped(path: Path, limit: int, root: Path | None = None) -> bytes:
-    """The bytes of a regular file inside `root` (the resolved ebin), at most `limit`.
-
-    A FIFO named `x.beam` once blocked ingestion forever: the file is opened non-blocking
-    and must be a regular file; a symlink may point only inside `root`.
-    """
-    if root is not None and path.is_symlink():
-        target = _resolved(path)
-        if target is None or not target.is_relative_to(root):
-            raise BeamSkipped("outside_tree", f"{clip(str(path))} links outside {root}")
-    try:
-        return read_regular(path, limit)  # never more than the cap, whatever the file claims
-    except NotRegularFile as exc:
-        raise BeamSkipped("not_regular", str(exc)) from exc
-    except TooLarge as exc:
-        raise BeamSkipped("too_large", f"{clip(str(path))} is larger than {limit} bytes") from exc
-    except OSError as exc:
-        raise BeamSkipped("unreadable", f"{clip(str(path))}: {exc}") from exc
-
-
-def _chunks(data: bytes) -> dict[str, bytes]:
-    """Chunk id -> data (the first of each id), every size checked against the file."""
-    if len(data) < 12 or data[:4] != b"FOR1" or data[8:12] != b"BEAM":
-        raise BeamSkipped("not_beam", "not a BEAM file (no FOR1...BEAM header)")
-    (form_size,) = struct.unpack_from(">I", data, 4)
-    if form_size + 8 > len(data):
-        raise BeamSkipped("truncated", f"BEAM declares {form_size + 8} bytes, file has {len(data)}")
-    end = form_size + 8
-    pos = 12
-    chunks: dict[str, bytes] = {}
-    while pos + 8 <= end:
-        checkpoint()
-        chunk_id = data[pos : pos + 4].decode("latin-1")
-        (size,) = struct.unpack_from(">I", data, pos + 4)
-        start = pos + 8
-        if start + size > end:
-            raise BeamSkipped("truncated", f"chunk {chunk_id!r} runs past the end of the file")
-        chunks.setdefault(chunk_id, data[start : start + size])
-        pos = start + (size + 3) // 4 * 4
-    return chunks
-
-
-def _module_name(utf8_atoms: bytes | None, latin1_atoms: bytes | None) -> str:
-    """The module is the first atom of the atom table."""
-    table, encoding = (utf8_atoms, "utf-8") if utf8_atoms is not None else (latin1_atoms, "latin-1")
-    if table is None or len(table) < 5:
-        raise BeamSkipped("no_atoms", "BEAM file has no atom table")
-    (count,) = struct.unpack_from(">i", table, 0)
-    if count == 0:
-        raise BeamSkipped("no_atoms", "BEAM atom table is empty")
-    # OTP 28 writes a negative count when atom lengths use the compact encoding.
-    length, start = (table[4], 5) if count > 0 else _compact_length(table)
-    raw = table[start : start + length]
-    if len(raw) != length or length == 0:
-        raise BeamSkipped("no_atoms", "BEAM atom table is truncated")
-    try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise BeamSkipped("no_atoms", "BEAM module name is not valid text") from exc
-
-
-def _compact_length(table: bytes) -> tuple[int, int]:
-    """A compact-term `u` integer at offset 4: one byte below 16, two bytes below 2048."""
-    first = table[4]
-    if first & 0x08 == 0:
-        return first >> 4, 5
-    if first & 0x10 == 0 and len(table) > 5:
-        return ((first & 0xE0) << 3) | table[5], 6
-    raise BeamSkipped("no_atoms", "BEAM atom table uses an unknown length encoding")
-
-
-# --- the docs_v1 term -------------------------------------------------------------------
-
-
-class _Shape(Exception):
-    """An internal signal: the term does not have the docs_v1 shape."""
-
-
-def _docs_v1(module: str, term: Term) -> BeamDocs:
-    try:
-        return _parse_docs_v1(module, term)
-    except _Shape as exc:
-        message = f"{clip(module)}: Docs chunk is not docs_v1: {exc}"
-        raise BeamSkipped("bad_docs_shape", message) from exc
-
-
-def _parse_docs_v1(module: str, term: Term) -> BeamDocs:
-    if not (isinstance(term, tuple) and len(term) == 7 and term[0] == Atom("docs_v1")):
-        raise _Shape("expected a 7-tuple tagged docs_v1")
-    _, anno, language, doc_format, module_doc, metadata, entries = term
-    fmt = _text(doc_format, "format")
-    lang = _atom(language, "language") if isinstance(language, Atom) else ""
-    # erlang+html is what erl_docgen and EDoc write for Erlang modules; nothing else is.
-    erlang = lang == "erlang"
-    if fmt != MARKDOWN and not (erlang and fmt == erlang_html.FORMAT):
-        message = f"{clip(module)}: docs are {clip(fmt, 60)}, not {MARKDOWN}"
-        raise BeamSkipped("not_markdown", message)
-    reader = _DocReader(module, html=fmt == erlang_html.FORMAT, erlang=erlang)
-    if not isinstance(entries, list):
-        raise _Shape("the entries are not a list")
-    parsed: list[DocEntry] = []
-    bad = 0
-    for raw in entries:
-        checkpoint()
-        try:
-            parsed.append(_entry(raw, reader))
-        except _Shape as exc:
-            log.debug("%s: bad docs entry: %s", module, exc)
-            bad += 1
-    doc, hidden = reader.doc(module_doc)
-    return BeamDocs(
-        module=module,
-        language=_atom(language, "language"),
-        module_doc=doc,
-        module_hidden=hidden,
-        metadata=_metadata(metadata),
-        entries=_with_equiv(_merged(parsed)) if erlang else tuple(parsed),
-        bad_entries=bad,
-        line=_line(anno),
-    )
-
-
-def _entry(term: Term, reader: _DocReader) -> DocEntry:
-    if not (isinstance(term, tuple) and len(term) == 5):
-        raise _Shape("an entry is not a 5-tuple")
-    key, anno, signatures, doc, metadata = term
-    if not (isinstance(key, tuple) and len(key) == 3 and isinstance(key[2], int)):
-        raise _Shape("an entry key is not {Kind, Name, Arity}")
-    kind = _atom(key[0], "kind")
-    if kind not in ENTRY_KINDS or not 0 <= key[2] <= 255:
-        # str() of a bignum can itself fail (Python's 4300-digit limit): never format it.
-        arity = key[2] if -1000 < key[2] < 1000 else "<out of range>"
-        raise _Shape(f"unknown entry {clip(kind, 40)}/{arity}")
-    if not isinstance(signatures, list):
-        raise _Shape("signatures are not a list")
-    text, hidden = reader.doc(doc)
-    return DocEntry(
-        kind=kind,
-        name=_atom(key[1], "name"),
-        arity=key[2],
-        signatures=tuple(_text(s, "signature") for s in signatures),
-        doc=text,
-        hidden=hidden,
-        metadata=_metadata(metadata),
-        line=_line(anno),
-    )
-
-
-def _line(anno: Term) -> int | None:
-    """An erl_anno's line: `12`, `{12, 3}`, or a keyword list with `location`/`line`."""
-    if isinstance(anno, int) and 0 < anno < 10**7:
-        return anno
-    if isinstance(anno, tuple) and anno and isinstance(anno[0], int):
-        return _line(anno[0])
-    if isinstance(anno, list):
-        for pair in anno[:16]:
-            if isinstance(pair, tuple) and len(pair) == 2 and pair[0] in _LINE_KEYS:
-                return _line(pair[1])
-    return None
-
-
-_LINE_KEYS = (Atom("location"), Atom("line"))
-
-
-def _compiled_source(cinf: bytes | None) -> str | None:
-    """`{source, Path}` of the compile info chunk: where the module was compiled from."""
-    if cinf is None:
-        return None
-    try:
-        info = etf.decode(cinf)
-    except IngestError:
-        return None
-    if not isinstance(info, list):
-        return None
-    for pair in info[:64]:
-        if isinstance(pair, tuple) and len(pair) == 2 and pair[0] == Atom("source"):
-            return _charlist(pair[1])
-    return None
-
-
-def _charlist(value: Term) -> str | None:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, list) and len(value) < 4096:
-        codes = [c for c in value if isinstance(c, int) and 0 <= c < 0x110000]
-        return "".join(map(chr, codes)) if len(codes) == len(value) else None
-    return None
-
-
-@frozen
-class _DocReader:
-    """How one chunk's docs read: markdown or erlang+html, Elixir's rules or Erlang's."""
-
-    module: str
-    html: bool
-    erlang: bool
-
-    def doc(self, term: Term) -> tuple[str | None, bool]:
-        """`%{"en" => text}` -> (text, False); `:none` -> (None, False); `:hidden` ->
-        (None, True). Erlang's empty map (erl_docgen's shared docs) is `:none`."""
-        if term == Atom("none") or (self.erlang and term == {}):
-            return None, False
-        if term == Atom("hidden"):
-            return None, True
-        if not isinstance(term, dict) or not term:
-            raise _Shape("a doc is neither a language map, :none nor :hidden")
-        # English when present, otherwise the first language in a stable order.
-        key = b"en" if b"en" in term else min(term, key=repr)
-        if not self.html:
-            return _text(term[key], "doc"), False
-        try:
-            text = erlang_html.to_markdown(term[key], module=self.module)
-        except IngestError as exc:
-            raise _Shape(str(exc)) from exc
-        return (text or None), False  # an empty <p/>: erl_docgen's way to say nothing
-
-
-def _merged(entries: list[DocEntry]) -> tuple[DocEntry, ...]:
-    """One entry per {Kind, Name, Arity}: erl_docgen writes one per documented clause group
-    (`erlang:system_info/1` has nine), which shell_docs shows one after the other."""
-    groups: dict[tuple[str, str, int], list[DocEntry]] = {}
-    for entry in entries:
-        groups.setdefault((entry.kind, entry.name, entry.arity), []).append(entry)
-    return tuple(group[0] if len(group) == 1 else _merge(group) for group in groups.values())
-
-
-def _merge(group: list[DocEntry]) -> DocEntry:
-    docs = [e.doc for e in group if e.doc is not None]
-    return evolve(
-        group[0],
-        doc="\n\n".join(docs) if docs else None,
-        hidden=all(e.hidden for e in group),
-        signatures=tuple(s for e in group for s in e.signatures),
-    )
-
-
-def _with_equiv(entries: tuple[DocEntry, ...]) -> tuple[DocEntry, ...]:
-    texts = erlang_docs.equiv_docs(entries)
-    return tuple(evolve(e, doc=texts[i]) if i in texts else e for i, e in enumerate(entries))
-
-
-def _mark_opaque(docs: BeamDocs, opaque: frozenset[tuple[str, int]]) -> BeamDocs:
-    """Type entries ExDoc calls opaque get `opaque: true`, as Elixir writes it."""
-    if not opaque:
-        return docs
-    entries = tuple(
-        evolve(e, metadata={**e.metadata, "opaque": True})
-        if e.kind == "type" and (e.name, e.arity) in opaque
-        else e
-        for e in docs.entries
-    )
-    return evolve(docs, entries=entries)
-
-
-def _metadata(term: Term) -> dict[str, Any]:
-    """Metadata maps have atom keys; values stay ETF terms, binaries decoded as text."""
-    if not isinstance(term, dict):
-        raise _Shape("metadata is not a map")
-    out: dict[str, Any] = {}
-    for key, value in term.items():
-        if isinstance(key, Atom):
-            out[key.name] = _maybe_text(value)
-    return out
-
-
-def _maybe_text(value: Term) -> Any:
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            return value
-    if isinstance(value, Atom) and value.name in ("true", "false"):
-        return value.name == "true"
-    return value
-
-
-def _atom(term: Term, what: str) -> str:
-    if not isinstance(term, Atom):
-        raise _Shape(f"{what} is not an atom")
-    return term.name
-
-
-def _text(term: Term, what: str) -> str:
-    if not isinstance(term, bytes):
-        raise _Shape(f"{what} is not a binary")
-    try:
-        return term.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Shape(f"{what} is not valid UTF-8") from exc

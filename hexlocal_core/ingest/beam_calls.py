@@ -31,7 +31,13 @@ from attrs import frozen
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import etf
-from hexlocal_core.ingest.beam import MAX_BEAM_BYTES, BeamSkipped, _chunks, _read_capped, _resolved
+from hexlocal_core.ingest.beam_file import (
+    MAX_BEAM_BYTES,
+    BeamSkipped,
+    chunks_of,
+    read_capped,
+    resolved_folder,
+)
 from hexlocal_core.model import Atom
 from hexlocal_core.untrusted import clip, decode_text
 
@@ -122,7 +128,7 @@ def read_beam_calls(data: bytes) -> ModuleCalls:
 
     :raises BeamSkipped: not_beam, truncated, no_atoms, no_imports, bad_gzip.
     """
-    chunks = _chunks(gunzipped(data))
+    chunks = chunks_of(gunzipped(data))
     atoms = read_atoms(chunks.get("AtU8"), chunks.get("Atom"))
     imports = _mfa_table(chunks.get("ImpT"), atoms, "ImpT")
     if imports is None:
@@ -156,12 +162,12 @@ def calls_from_ebins(ebins: Sequence[Path], *, max_file_bytes: int = MAX_BEAM_BY
     stopped: dict[str, int] = {}
     files = 0
     for ebin in ebins:
-        root = _resolved(ebin)
+        root = resolved_folder(ebin)
         for path in sorted(ebin.glob("*.beam")):
             checkpoint()
             files += 1
             try:
-                found = read_beam_calls(_read_capped(path, max_file_bytes, root))
+                found = read_beam_calls(read_capped(path, max_file_bytes, root))
             except BeamSkipped as exc:
                 skipped[exc.reason] = skipped.get(exc.reason, 0) + 1
                 continue

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from attrs import evolve, frozen
 
-from hexlocal_core.ingest.beam import BeamDocs, BeamItems, items_from_beam_dir
+from hexlocal_core.ingest.beam import BeamItems, items_from_beam_dir
 from hexlocal_core.ingest.beam_sources import app_version, build_envs
+from hexlocal_core.ingest.docs_chunk import BeamDocs
 from hexlocal_core.model import DocItem, DocType, SourceKind
 from hexlocal_core.untrusted import NotReadable, read_regular
 from hexlocal_core.versions import (

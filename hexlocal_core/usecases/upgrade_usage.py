@@ -22,8 +22,8 @@ from pathlib import Path
 from attrs import field, frozen
 
 from hexlocal_core.cancel import checkpoint
-from hexlocal_core.ingest.beam import BeamSkipped, _read_capped, _resolved
 from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
+from hexlocal_core.ingest.beam_file import BeamSkipped, read_capped, resolved_folder
 from hexlocal_core.ingest.elixir_source import SourceScan, scan_project, source_files
 from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice
@@ -63,7 +63,7 @@ class BeamReader:
         skipped: dict[str, int] = {}
         keys: list[FileKey] = []
         for ebin in ebins:
-            root = _resolved(ebin)
+            root = resolved_folder(ebin)
             for path in sorted(ebin.glob("*.beam")):
                 checkpoint()
                 if len(keys) >= MAX_BEAMS:
@@ -85,7 +85,7 @@ class BeamReader:
 
     def _read(self, path: Path, root: Path | None) -> ModuleCalls | str:
         try:
-            return read_beam_calls(_read_capped(path, MAX_BEAM_BYTES, root))
+            return read_beam_calls(read_capped(path, MAX_BEAM_BYTES, root))
         except BeamSkipped as exc:
             return exc.reason
 

@@ -15,11 +15,11 @@ import pytest
 
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest.beam import (
-    BeamSkipped,
     items_from_beam_dir,
     module_items,
     read_beam_docs,
 )
+from hexlocal_core.ingest.beam_file import BeamSkipped
 from hexlocal_core.ingest.beam_sources import (
     BuildApp,
     app_version,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from hexlocal_core.ingest.beam import BeamSkipped
 from hexlocal_core.ingest.beam_calls import (
     CallSite,
     _Reader,
     calls_from_ebins,
     read_beam_calls,
 )
+from hexlocal_core.ingest.beam_file import BeamSkipped
 from tests.support.beams import (
     CALL_CMP,
     CALL_REVERSE,

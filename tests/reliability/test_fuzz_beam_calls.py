@@ -9,8 +9,8 @@ import gzip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hexlocal_core.ingest.beam import BeamSkipped
 from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
+from hexlocal_core.ingest.beam_file import BeamSkipped
 from tests.support.beams import demo_beam, replace_chunk
 
 FUZZ = settings(

@@ -29,7 +29,8 @@ from attrs import frozen
 
 from hexlocal_core.chunk import chunk_items
 from hexlocal_core.errors import HexlocalError, IngestError, UnsafeArchive
-from hexlocal_core.ingest.beam import BeamSkipped, items_from_beam_dir, read_beam_docs
+from hexlocal_core.ingest.beam import items_from_beam_dir, read_beam_docs
+from hexlocal_core.ingest.beam_file import BeamSkipped
 from hexlocal_core.ingest.exdoc_html import HtmlPage
 from hexlocal_core.ingest.hexdocs import parse_hexdocs
 from hexlocal_core.ingest.navigation import is_navigation_only
