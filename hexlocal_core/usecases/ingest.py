@@ -72,6 +72,16 @@ class Prepared:
         return self.resolved.name
 
 
+@frozen
+class _Now:
+    """The facts of one docs call and the index row and jobs they were read from."""
+
+    facts: Facts
+    indexed: IndexedPackage | None
+    running: Job | None
+    before: Job | None  # the package's last job this process has not collected
+
+
 class Ingestion:
     def __init__(
         self,
@@ -180,38 +190,36 @@ class Ingestion:
         timeout = self._timeout_s if wait_s == WAIT_DEFAULT else wait_s
         await self._after_chunks_only(resolved.name, resolved.version, timeout)
         searchable = searchable and self._answer_while_embedding
-        facts = self._facts(resolved, version, refresh=refresh, searchable=searchable)
-        current = switch_to(facts)
+        now = self._gather(resolved, version, refresh=refresh, searchable=searchable)
+        current = switch_to(now.facts)
         if current is not None:
             notices.append(_not_latest_notice(resolved.name, current, resolved))
             resolved = evolve(resolved, version=current, source=VersionSource.INDEXED)
-            facts = evolve(facts, wanted=current)
-        if cancel_running(facts):
+            now = evolve(now, facts=evolve(now.facts, wanted=current))
+        if cancel_running(now.facts):
             # Jobs outlive their calls (the vectors come after the chunks): one still
             # embedding a version the project no longer asks for gives way.
             await self._jobs.cancel(
                 resolved.name,
-                f"{resolved.name} {resolved.version} is wanted now, not {facts.running}",
+                f"{resolved.name} {resolved.version} is wanted now, not {now.facts.running}",
             )
-            facts = self._facts(resolved, version, refresh=refresh, searchable=searchable)
-        decision = decide(facts)
-        indexed = self._store.package(resolved.name)
+            now = self._gather(resolved, version, refresh=refresh, searchable=searchable)
+        decision = decide(now.facts)
+        indexed, running, before = now.indexed, now.running, now.before
         if isinstance(decision, Ready):
             self._jobs.collect(resolved.name)
             return Prepared(resolved, resolved.version, tuple(notices))
-        running = self._jobs.running(resolved.name)
         if isinstance(decision, ReportJob) and running is not None:
             # A sync's chunks-only job outran the budget: this call reports its progress.
             return Prepared(resolved, resolved.version, tuple(notices), waiting=running.status())
         if running is None and not guarded:
             self.guard()
-        before = self._jobs.get(resolved.name)
         if isinstance(decision, AnswerFromChunks) and before is not None:
             # A job that failed moments ago (an embeddings API down, say) is not started
             # again on every call, each one a download of the docs: its chunks answer.
             notice = _embedding_notice(before, decision.stopped, self._model_missing(before))
             return Prepared(resolved, resolved.version, (*notices, notice))
-        stopped = facts.last.stopped if facts.last is not None else None
+        stopped = now.facts.last.stopped if now.facts.last is not None else None
         job = running or self._start_job(resolved.name, resolved.version, resolved, refresh=refresh)
         if isinstance(decision, Work) and decision.answer_now:
             if decision.owe_notice:
@@ -232,17 +240,18 @@ class Ingestion:
             notices.append(self._replaced_notice(indexed, resolved))
         return Prepared(resolved, report.version, tuple(notices), report=report)
 
-    def _facts(
+    def _gather(
         self, resolved: ResolvedVersion, asked: str | None, *, refresh: bool, searchable: bool
-    ) -> Facts:
-        """What `decide` needs: the index, this process's job, how the last one ended."""
+    ) -> _Now:
+        """What `decide` needs (the index, this process's job, how the last one ended),
+        read once, with the values the call then acts on."""
         indexed = self._store.package(resolved.name)
         running = self._jobs.running(resolved.name)
         before = self._jobs.get(resolved.name)
         last = None
         if before is not None and before.done:
             last = LastJob(before.version, before.status().error, _recent(before))
-        return Facts(
+        facts = Facts(
             wanted=resolved.version,
             pinned=_pinned(asked, resolved),
             refresh=refresh,
@@ -253,6 +262,7 @@ class Ingestion:
             running_embeds=running is not None and running.embeds,
             last=last,
         )
+        return _Now(facts, indexed, running, before)
 
     async def write_chunks(
         self, package: str, version: str | None, *, progress: ProgressFn | None = None
