@@ -479,19 +479,21 @@ def build(
 
     `model_progress(message, done, total)` hears a local model's first-need download (the
     CLI prints it on stderr; the MCP face polls `model_downloads()` instead)."""
+    from hexlocal_core.adapters.default_models import default_embedder, default_reranker
+
     settings = settings or Settings.from_env()
     store = open_store(settings)
     served = settings.served_with(_indexed_model(store))
     usage = store.usage
     if embedder is None and load_models:
-        embedder = _default_embedder(served, usage, model_progress)
+        embedder = default_embedder(served, usage, model_progress)
         if served is not settings and embedder is not None:
             from hexlocal_core.adapters.following_embedder import following
 
-            embedder = following(embedder, _default_embedder(settings, usage, model_progress))
+            embedder = following(embedder, default_embedder(settings, usage, model_progress))
     settings = served
     if reranker is None and load_models and settings.rerank_enabled:
-        reranker = _default_reranker(settings, usage, model_progress)
+        reranker = default_reranker(settings, usage, model_progress)
     if chat is None and settings.ai_api_key:
         from hexlocal_core.adapters.openai_api import OpenAIChat
 
@@ -524,31 +526,3 @@ def build(
 def _indexed_model(store: DocsStore) -> str | None:
     config = store.embedding_config()
     return config.model if config is not None else None
-
-
-def _default_embedder(
-    settings: Settings, usage: UsageRecords, progress: DownloadProgress | None
-) -> Embedder | None:
-    try:
-        if settings.uses_local_embedder:
-            from hexlocal_core.adapters.local_embedder import build_local_embedder
-
-            return build_local_embedder(settings, usage, progress=progress)
-        from hexlocal_core.adapters.openai_api import OpenAIEmbedder
-
-        return OpenAIEmbedder(settings, usage=usage)
-    except HexlocalError as exc:
-        log.warning("no embedder: %s", exc)
-        return None
-
-
-def _default_reranker(
-    settings: Settings, usage: UsageRecords, progress: DownloadProgress | None
-) -> Reranker | None:
-    from hexlocal_core.adapters.cross_encoder import build_local_reranker
-
-    try:
-        return build_local_reranker(settings, usage, progress=progress)
-    except HexlocalError as exc:
-        log.info("no cross-encoder: %s", exc)
-        return None
