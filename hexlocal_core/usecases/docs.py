@@ -25,7 +25,7 @@ from hexlocal_core.search.exact import Identifier, parse_identifier, similar_tit
 from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.ingest import Ingestion, Prepared
 from hexlocal_core.usecases.local_sources import LocalSources
-from hexlocal_core.usecases.locate import OTP_ALIASES, Locator, ModuleTable, otp_table
+from hexlocal_core.usecases.locate import OTP_ALIASES, Locator, OtpOwners
 
 OTP_PACKAGES = "Erlang/OTP"  # SearchResult.package of a search of every OTP app
 
@@ -102,12 +102,11 @@ class Docs:
         prepared = await self._ingestion.prepare(
             package, version, refresh=False, progress=progress, searchable=True
         )
+        prepared = evolve(prepared, notices=found + prepared.notices)
         if prepared.waiting is not None:
-            return waiting_result(
-                evolve(prepared, notices=found + prepared.notices), prepared.waiting, identifier
-            )
+            return waiting_result(prepared, prepared.waiting, identifier)
         hits = await self._engine.exact(prepared.name, ident)
-        notices: tuple[Notice, ...] = found
+        notices: tuple[Notice, ...] = ()
         if not hits:
             name, conn_of = prepared.name, self._store
             near = await in_worker(lambda: similar_titles(conn_of.session().chunks, name, ident))
@@ -173,9 +172,9 @@ class Docs:
         )
         return screen_search(result)
 
-    async def _otp_modules(self) -> ModuleTable:
+    async def _otp_modules(self) -> OtpOwners:
         owners = await self._otp.owners() if self._otp is not None else None
-        return otp_table(owners.owners) if owners is not None else {}
+        return owners.owners if owners is not None else {}
 
     async def _located(self, outcome: SearchOutcome) -> SearchOutcome:
         """The outcome with each hit's local file in deps/, where the project has it."""

@@ -42,6 +42,7 @@ from hexlocal_core.versions import (
 from hexlocal_core.versions.app_file import app_modules
 
 OTP_ALIASES = frozenset({"erlang", "otp"})  # package names that mean "the OTP apps"
+OtpOwners = Mapping[str, tuple[str, ...]]  # module -> the OTP apps whose .app lists it
 # app -> the modules its .app lists (atoms as written: `Elixir.Jason`, `ets`)
 ModuleTable = Mapping[str, frozenset[str]]
 
@@ -98,15 +99,6 @@ def choose(atom: str, tables: Sequence[tuple[Origin, ModuleTable]]) -> tuple[Own
     return tuple(owners.values())
 
 
-def otp_table(owners: Mapping[str, tuple[str, ...]]) -> ModuleTable:
-    """module -> apps (an install's owners) as app -> modules."""
-    table: dict[str, set[str]] = {}
-    for module, apps in owners.items():
-        for app in apps:
-            table.setdefault(app, set()).add(module)
-    return {app: frozenset(mods) for app, mods in table.items()}
-
-
 def guess(ident: Identifier) -> str | None:
     """`Phoenix.LiveView` -> phoenix: the first segment snake-cased, as Hex names go."""
     if not ident.module or ident.erlang:
@@ -138,15 +130,18 @@ class Locator:
         self._read: dict[Path, tuple[int, frozenset[str]]] = {}
 
     def locate(
-        self, ident: Identifier, *, otp: ModuleTable | None = None, only_otp: bool = False
+        self, ident: Identifier, *, otp: OtpOwners | None = None, only_otp: bool = False
     ) -> Located:
-        """Who documents `ident`'s module. `otp`: the OTP apps' modules (the project's OTP);
-        `only_otp`: the `erlang`/`otp` alias asked."""
+        """Who documents `ident`'s module. `otp`: module -> the OTP apps listing it (the
+        project's OTP install); `only_otp`: the `erlang`/`otp` alias asked."""
         atom = module_atom(ident)
         if atom is None:
             return Located(())
-        tables = self._tables(otp or {}, only_otp)
+        otp = otp or {}
+        tables = [] if only_otp else self._tables()
         owners = choose(atom, tables)
+        seen = {o.package for o in owners}
+        owners += tuple(Owner(app, Origin.OTP) for app in otp.get(atom, ()) if app not in seen)
         if not only_otp:
             indexed = self._store.session().chunks.packages_with_module(ident.module or "")
             seen = {o.package for o in owners}
@@ -156,18 +151,16 @@ class Locator:
                 owners = (Owner(guessed, Origin.GUESS),)
         if owners:
             return Located(owners)
-        known = (m for _, table in tables for mods in table.values() for m in mods)
-        return Located((), spelt_like(atom, known))
+        known = [m for _, table in tables for mods in table.values() for m in mods]
+        return Located((), spelt_like(atom, [*known, *otp]))
 
-    def _tables(self, otp: ModuleTable, only_otp: bool) -> list[tuple[Origin, ModuleTable]]:
-        if only_otp:
-            return [(Origin.OTP, otp)]
+    def _tables(self) -> list[tuple[Origin, ModuleTable]]:
+        """The sources before OTP's, in the order they win."""
         own = {a.app: self._modules(a.ebin / f"{a.app}.app") for a in own_apps(self._root)}
         return [
             (Origin.LOCK, self._lock_table()),
             (Origin.PROJECT, own),
             (Origin.ELIXIR, self._elixir_table()),
-            (Origin.OTP, otp),
         ]
 
     def _lock_table(self) -> ModuleTable:
