@@ -55,7 +55,7 @@ from hexlocal_core.ingest.beam_file import (
     chunks_of,
     module_name,
     read_capped,
-    resolved_folder,
+    real_path,
 )
 from hexlocal_core.ingest.docs_chunk import (
     BeamDocs,
@@ -183,7 +183,7 @@ def _items_from_dir(
     items: list[DocItem] = []
     skipped: Counter[str] = Counter()
     modules = 0
-    root = resolved_folder(folder)
+    root = real_path(folder)
     for path in sorted(folder.glob(pattern)):
         checkpoint()
         try:

@@ -36,7 +36,7 @@ from hexlocal_core.ingest.beam_file import (
     BeamSkipped,
     chunks_of,
     read_capped,
-    resolved_folder,
+    real_path,
 )
 from hexlocal_core.model import Atom
 from hexlocal_core.untrusted import clip, decode_text
@@ -162,7 +162,7 @@ def calls_from_ebins(ebins: Sequence[Path], *, max_file_bytes: int = MAX_BEAM_BY
     stopped: dict[str, int] = {}
     files = 0
     for ebin in ebins:
-        root = resolved_folder(ebin)
+        root = real_path(ebin)
         for path in sorted(ebin.glob("*.beam")):
             checkpoint()
             files += 1

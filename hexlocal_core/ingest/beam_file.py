@@ -25,9 +25,10 @@ class BeamSkipped(IngestError):
         self.reason = reason
 
 
-def resolved_folder(folder: Path) -> Path | None:
+def real_path(path: Path) -> Path | None:
+    """`path` with its links followed, or None when it does not exist or loops."""
     try:
-        return folder.resolve(strict=True)
+        return path.resolve(strict=True)
     except (OSError, RuntimeError):
         return None
 
@@ -39,7 +40,7 @@ def read_capped(path: Path, limit: int, root: Path | None = None) -> bytes:
     and must be a regular file; a symlink may point only inside `root`.
     """
     if root is not None and path.is_symlink():
-        target = resolved_folder(path)
+        target = real_path(path)
         if target is None or not target.is_relative_to(root):
             raise BeamSkipped("outside_tree", f"{clip(str(path))} links outside {root}")
     try:

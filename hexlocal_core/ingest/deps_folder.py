@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from hexlocal_core.ingest.beam_file import real_path
 from hexlocal_core.model import DocItem, DocType, SourceKind
 from hexlocal_core.untrusted import NotReadable, read_regular
 from hexlocal_core.versions import find_lock, find_mix_root
@@ -77,7 +78,7 @@ def local_source(source_url: str | None, dep: Path) -> str | None:
     segments = [unquote(s) for s in parts.path.split("/") if s][-MAX_PATH_SEGMENTS:]
     if any(s in (".", "..") or "\\" in s or "\x00" in s for s in segments):
         return None
-    root = _resolved(dep)
+    root = real_path(dep)
     if root is None:
         return None
     for start in range(len(segments)):
@@ -91,7 +92,7 @@ def local_source(source_url: str | None, dep: Path) -> str | None:
 def usage_rule_items(dep: Path, package: str, version: str) -> tuple[DocItem, ...]:
     """The usage rules `dep` ships, one item per file (the main file first), marked as
     usage rules; nothing when it ships none."""
-    root = _resolved(dep)
+    root = real_path(dep)
     if root is None:
         return ()
     files: list[Path] = [dep / USAGE_RULES_FILE]
@@ -147,15 +148,8 @@ def _read_rule(path: Path, root: Path) -> str | None:
         return None
 
 
-def _resolved(path: Path) -> Path | None:
-    try:
-        return path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return None
-
-
 def _is_file_inside(path: Path, root: Path) -> bool:
     """A regular file whose real path stays inside `root` (a link out of the dependency's
     folder is not the dependency's file)."""
-    resolved = _resolved(path)
+    resolved = real_path(path)
     return resolved is not None and resolved.is_relative_to(root) and resolved.is_file()

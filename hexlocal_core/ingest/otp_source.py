@@ -66,7 +66,6 @@ class OtpPaths:
     otp_root: Path | None  # HEXLOCAL_OTP_ROOT
     path: str | None  # the PATH `erl` is looked for on (None: the process's)
     home: Path | None  # for asdf's and mise's installs
-    max_docs_bytes: int
 
 
 def otp_paths(settings: Settings) -> OtpPaths:
@@ -75,7 +74,6 @@ def otp_paths(settings: Settings) -> OtpPaths:
         settings.otp_root,
         path=None,
         home=_home(),
-        max_docs_bytes=settings.max_docs_bytes,
     )
 
 

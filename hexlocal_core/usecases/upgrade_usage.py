@@ -23,7 +23,7 @@ from attrs import field, frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
-from hexlocal_core.ingest.beam_file import BeamSkipped, read_capped, resolved_folder
+from hexlocal_core.ingest.beam_file import BeamSkipped, read_capped, real_path
 from hexlocal_core.ingest.elixir_source import SourceScan, scan_project, source_files
 from hexlocal_core.ingest.project_code import own_apps
 from hexlocal_core.model import Notice
@@ -63,7 +63,7 @@ class BeamReader:
         skipped: dict[str, int] = {}
         keys: list[FileKey] = []
         for ebin in ebins:
-            root = resolved_folder(ebin)
+            root = real_path(ebin)
             for path in sorted(ebin.glob("*.beam")):
                 checkpoint()
                 if len(keys) >= MAX_BEAMS:
