@@ -53,6 +53,25 @@ def otp25(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install(tmp_path_factory, OTP25)
 
 
+@pytest.fixture(scope="module")
+def otp29(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install(tmp_path_factory, OTP29)
+
+
+@pytest.fixture
+async def releases() -> AsyncIterator[FakeOtpReleases]:
+    async with FakeOtpReleases() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def svc29(tmp_path: Path, otp29: Path, releases: FakeOtpReleases) -> AsyncIterator[Hexlocal]:
+    """OTP 29 installed; other releases' docs from the stand-in for erlang/otp's releases."""
+    s = service(settings(tmp_path, otp29, mirror=releases.mirror_url))
+    yield s
+    await s.aclose()
+
+
 @pytest.fixture
 async def svc27(tmp_path: Path, otp27: Path) -> AsyncIterator[Hexlocal]:
     s = service(settings(tmp_path, otp27))
@@ -132,39 +151,25 @@ async def test_otp_25_without_its_docs_names_the_command_that_installs_them(
 
 
 async def test_a_pinned_release_that_is_not_installed_reads_its_doc_tarball(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    svc29: Hexlocal, tmp_path: Path, releases: FakeOtpReleases
 ) -> None:
-    otp29 = install(tmp_path_factory, OTP29)
-    async with FakeOtpReleases() as releases:
-        s = service(settings(tmp_path, otp29, mirror=releases.mirror_url))
-        try:
-            (tmp_path / "project" / ".tool-versions").write_text("erlang 27.3.4.1\n")
-            result = await s.get_docs(None, ":ets.new/2")
-            assert (result.package, result.version) == ("stdlib", "6.2.2.1")
-            codes = [n.code for n in result.notices]
-            assert "otp_pin_not_installed" in codes and "docs_from_otp_tarball" in codes
-            assert result.hits[0].hexdocs_url.endswith("/docs/27/apps/stdlib/ets.html#new/2")
-            again = await s.get_docs("kernel", ":gen_tcp.connect/4")
-            assert again.version == "10.2.7.1"
-            downloads = [r for r in releases.requests if "/releases/download/" in r.path]
-            assert len(downloads) == 1  # one download serves every app of the release
-        finally:
-            await s.aclose()
+    (tmp_path / "project" / ".tool-versions").write_text("erlang 27.3.4.1\n")
+    result = await svc29.get_docs(None, ":ets.new/2")
+    assert (result.package, result.version) == ("stdlib", "6.2.2.1")
+    codes = [n.code for n in result.notices]
+    assert "otp_pin_not_installed" in codes and "docs_from_otp_tarball" in codes
+    assert result.hits[0].hexdocs_url.endswith("/docs/27/apps/stdlib/ets.html#new/2")
+    again = await svc29.get_docs("kernel", ":gen_tcp.connect/4")
+    assert again.version == "10.2.7.1"
+    downloads = [r for r in releases.requests if "/releases/download/" in r.path]
+    assert len(downloads) == 1  # one download serves every app of the release
 
 
-async def test_an_explicit_release_other_than_the_installed_one(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    otp29 = install(tmp_path_factory, OTP29)
-    async with FakeOtpReleases() as releases:
-        s = service(settings(tmp_path, otp29, mirror=releases.mirror_url))
-        try:
-            installed = await s.get_docs("stdlib", "lists.map/2")
-            assert installed.version == "8.1.1"
-            older = await s.get_docs("stdlib", "lists.map/2", version="OTP-27.3.4.1")
-            assert older.version == "6.2.2.1" and older.hits
-        finally:
-            await s.aclose()
+async def test_an_explicit_release_other_than_the_installed_one(svc29: Hexlocal) -> None:
+    installed = await svc29.get_docs("stdlib", "lists.map/2")
+    assert installed.version == "8.1.1"
+    older = await svc29.get_docs("stdlib", "lists.map/2", version="OTP-27.3.4.1")
+    assert older.version == "6.2.2.1" and older.hits
 
 
 async def test_no_otp_anywhere_is_a_clear_error(
@@ -210,22 +215,16 @@ end
 
 @pytest.mark.elixir
 async def test_upgrade_impact_of_an_otp_application_reads_both_releases(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+    svc29: Hexlocal, tmp_path: Path
 ) -> None:
-    otp29 = install(tmp_path_factory, OTP29)
-    async with FakeOtpReleases() as releases:
-        s = service(settings(tmp_path, otp29, mirror=releases.mirror_url))
-        try:
-            root = tmp_path / "project"
-            (root / "mix.exs").write_text("defmodule Up.MixProject do\nend\n")
-            compile_app(root, "up", {"lib/cache.ex": CACHE_EX})
-            with pytest.raises(UserInputError, match="OTP release to move to"):
-                await s.upgrade_impact("stdlib")
-            report = (await s.upgrade_impact("stdlib", "OTP-27.3.4.1")).to_dict()
-            assert (report["from"], report["to"]) == ("8.1.1", "6.2.2.1")
-            sites = {a["identifier"]: a["call_sites"] for a in report["affected"]}
-            assert set(sites) <= {"ets.new/2", "lists.keyfind/3"}  # only what the code calls
-            assert sites and all(c["file"] == "lib/cache.ex" for v in sites.values() for c in v)
-            assert "erlang.send_after/3" not in sites  # erts is another package
-        finally:
-            await s.aclose()
+    root = tmp_path / "project"
+    (root / "mix.exs").write_text("defmodule Up.MixProject do\nend\n")
+    compile_app(root, "up", {"lib/cache.ex": CACHE_EX})
+    with pytest.raises(UserInputError, match="OTP release to move to"):
+        await svc29.upgrade_impact("stdlib")
+    report = (await svc29.upgrade_impact("stdlib", "OTP-27.3.4.1")).to_dict()
+    assert (report["from"], report["to"]) == ("8.1.1", "6.2.2.1")
+    sites = {a["identifier"]: a["call_sites"] for a in report["affected"]}
+    assert set(sites) <= {"ets.new/2", "lists.keyfind/3"}  # only what the code calls
+    assert sites and all(c["file"] == "lib/cache.ex" for v in sites.values() for c in v)
+    assert "erlang.send_after/3" not in sites  # erts is another package
