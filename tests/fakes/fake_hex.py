@@ -36,9 +36,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from aiohttp import web
-from attrs import define, field, frozen
+from attrs import define, field
 
-from tests.fakes.loopback import AsyncServerContext, bound_port, root_url, serve
+from tests.fakes.loopback import (
+    AsyncServerContext,
+    RecordedRequest,
+    bound_port,
+    requests_matching,
+    root_url,
+    serve,
+)
 
 if TYPE_CHECKING:  # imported lazily: the standalone server needs none of hexlocal
     from hexlocal_core.adapters.hex import HexClient
@@ -52,14 +59,6 @@ _DOCS_FILE = re.compile(r"^(?P<name>[a-z][a-z0-9_]*)-(?P<version>[0-9][0-9A-Za-z
 _NOT_FOUND = {"status": 404, "message": "Page not found"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@frozen
-class RecordedRequest:
-    method: str
-    path: str
-    query: str
-    headers: Mapping[str, str]
 
 
 @define
@@ -208,17 +207,13 @@ class FakeHex(AsyncServerContext):
         self.tarballs[f"{name}-{version}.tar.gz"] = body
 
     def requests_to(self, pattern: str) -> list[RecordedRequest]:
-        return [r for r in self.requests if fnmatch.fnmatchcase(r.path, pattern)]
+        return requests_matching(self.requests, pattern)
 
     # ------------------------------------------------------------------ serving
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        self.requests.append(
-            RecordedRequest(
-                request.method, request.path, request.query_string, dict(request.headers)
-            )
-        )
+        self.requests.append(RecordedRequest.of(request))
         fault = next((f for f in self.faults if f.matches(request.path)), None)
         if fault is None:
             return await handler(request)

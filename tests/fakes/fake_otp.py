@@ -25,8 +25,14 @@ import attrs
 from aiohttp import web
 from attrs import define, field
 
-from tests.fakes.fake_hex import DEFAULT_CORPUS, FAST_BACKOFF_S, RecordedRequest
-from tests.fakes.loopback import AsyncServerContext, root_url, serve
+from tests.fakes.fake_hex import DEFAULT_CORPUS, FAST_BACKOFF_S
+from tests.fakes.loopback import (
+    AsyncServerContext,
+    RecordedRequest,
+    requests_matching,
+    root_url,
+    serve,
+)
 
 if TYPE_CHECKING:
     from hexlocal_core.adapters.otp_docs import OtpDocsClient
@@ -109,17 +115,13 @@ class FakeOtpReleases(AsyncServerContext):
         return fault
 
     def requests_to(self, pattern: str) -> list[RecordedRequest]:
-        return [r for r in self.requests if fnmatch.fnmatchcase(r.path, pattern)]
+        return requests_matching(self.requests, pattern)
 
     # ------------------------------------------------------------------ serving
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        self.requests.append(
-            RecordedRequest(
-                request.method, request.path, request.query_string, dict(request.headers)
-            )
-        )
+        self.requests.append(RecordedRequest.of(request))
         fault = next((f for f in self.faults if f.matches(request.path)), None)
         if fault is None:
             return await handler(request)

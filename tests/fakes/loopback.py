@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import fnmatch
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 from aiohttp import web
+from attrs import frozen
+
+
+@frozen
+class RecordedRequest:
+    method: str
+    path: str
+    query: str
+    headers: Mapping[str, str]
+
+    @classmethod
+    def of(cls, request: web.Request) -> RecordedRequest:
+        return cls(request.method, request.path, request.query_string, dict(request.headers))
+
+
+def requests_matching(requests: Sequence[RecordedRequest], pattern: str) -> list[RecordedRequest]:
+    """The recorded requests whose path matches the shell-style `pattern`."""
+    return [r for r in requests if fnmatch.fnmatchcase(r.path, pattern)]
 
 
 async def serve(
