@@ -15,6 +15,8 @@ first source that has them:
 4. otherwise a clear error naming what is missing and the command that installs it.
 
 Refs are ExDoc's whichever source answered (`ets.html#new/2`), links go to erlang.org.
+Each function that Elixir wraps (`:erlang.monitor/2`, by `Process.monitor/1`) gains its
+wrapper's doc as a last section, read from the installed Elixir (`elixir_wrappers.py`).
 What the machine says is read again at most every PROBE_TTL_S (finding an OTP may start
 `erl`), and at once when the project's pin changes.
 """
@@ -26,11 +28,13 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import NotFound, UserInputError, VersionNotFound
 from hexlocal_core.ingest.beam import BeamItems, items_from_beam_dir, items_from_chunk_dir
+from hexlocal_core.ingest.beam_sources import find_elixir_lib
+from hexlocal_core.ingest.elixir_wrappers import WRAPPER_APPS, Wrappers, with_wrappers, wrappers_in
 from hexlocal_core.ingest.otp_links import otp_link
 from hexlocal_core.ingest.pipeline import IngestRequest
 from hexlocal_core.model import Notice, ResolvedVersion, SourceKind, VersionSource
@@ -66,6 +70,7 @@ class OtpPaths:
     otp_root: Path | None  # HEXLOCAL_OTP_ROOT
     path: str | None  # the PATH `erl` is looked for on (None: the process's)
     home: Path | None  # for asdf's and mise's installs
+    elixir_home: Path | None = None  # ELIXIR_HOME (else the `elixir` on `path`)
 
 
 def otp_paths(settings: Settings) -> OtpPaths:
@@ -74,6 +79,7 @@ def otp_paths(settings: Settings) -> OtpPaths:
         settings.otp_root,
         path=None,
         home=_home(),
+        elixir_home=settings.elixir_home,
     )
 
 
@@ -104,6 +110,7 @@ class OtpSource:
         self._found: tuple[float, str | None, OtpFound] | None = None
         self._owners: tuple[Path, ModuleOwners] | None = None
         self._release_apps: dict[str, Mapping[str, str]] = {}
+        self._wrappers: tuple[tuple[Path, ...], str, Wrappers] | None = None
 
     async def found(self) -> OtpFound:
         """The project's OTP as the machine says now (cached PROBE_TTL_S, per pin)."""
@@ -226,7 +233,7 @@ class OtpSource:
             link = otp_link(app, major)
             items = await in_worker(lambda: installed_items(lib, app, vsn, link))
             if items.items:
-                return _request(app, vsn, items, release, str(lib))
+                return await self._with_wrappers(_request(app, vsn, items, release, str(lib)))
             log.info("%s %s: no docs in %s (skipped %s)", app, vsn, lib, items.skipped)
         if major >= FIRST_TARBALL_MAJOR and self._docs is not None:
             data = await self._tarball(release)
@@ -238,7 +245,7 @@ class OtpSource:
                 f"{app} {vsn}: the docs of OTP {release} are not installed here; they were read "
                 "from the release's doc tarball.",
             )
-            return IngestRequest(
+            request = IngestRequest(
                 package=app,
                 version=vsn,
                 source=SourceKind.HEXDOCS.value,
@@ -246,10 +253,35 @@ class OtpSource:
                 meta={"otp_release": release, "from": "otp_doc_html"},
                 notices=(notice,),
             )
+            return await self._with_wrappers(request)
         where = f" in {lib}" if lib is not None else ""
         raise NotFound(
             f"the docs of {app} {vsn} (OTP {release}) are not installed{where}; {INSTALL_DOCS}"
         )
+
+    async def _with_wrappers(self, request: IngestRequest) -> IngestRequest:
+        """The request's functions with the docs of the Elixir functions wrapping them,
+        when an Elixir is installed (its version recorded in the request's meta)."""
+        elixir, wrappers = await self.elixir_wrappers()
+        if not wrappers:
+            return request
+        items = await in_worker(lambda: with_wrappers(request.items, wrappers))
+        meta = {**(request.meta or {}), "elixir_wrappers": elixir}
+        return evolve(request, items=items, meta=meta)
+
+    async def elixir_wrappers(self) -> tuple[str, Wrappers]:
+        """(Elixir's version, the OTP functions its apps wrap), read once per install;
+        ("", {}) when no Elixir is found."""
+        p = self._paths
+        libs = [find_elixir_lib(app, p.elixir_home, path=p.path) for app in WRAPPER_APPS]
+        found = [lib for lib in libs if lib is not None]
+        if not found:
+            return "", {}
+        ebins = tuple(lib.ebin for lib in found)
+        if self._wrappers is None or self._wrappers[0] != ebins:
+            wrappers = await in_worker(lambda: wrappers_in(ebins))
+            self._wrappers = (ebins, found[0].version, wrappers)
+        return self._wrappers[1], self._wrappers[2]
 
     # -- what the project's OTP holds -----------------------------------------------------
 

@@ -228,3 +228,44 @@ async def test_upgrade_impact_of_an_otp_application_reads_both_releases(
     assert set(sites) <= {"ets.new/2", "lists.keyfind/3"}  # only what the code calls
     assert sites and all(c["file"] == "lib/cache.ex" for v in sites.values() for c in v)
     assert "erlang.send_after/3" not in sites  # erts is another package
+
+
+MONOTONIC_EX = """
+defmodule Hexlocal.Clock do
+  @moduledoc "A clock for tests."
+
+  @doc "Measures elapsed durations with a steady stopwatch that wall-clock jumps never disturb."
+  def monotonic_time, do: :erlang.monotonic_time()
+end
+"""
+
+
+async def test_elixirs_words_for_an_otp_function_find_it_and_name_the_wrapper(
+    tmp_path: Path, otp27: Path
+) -> None:
+    compile_app(tmp_path / "elixir", "elixir", {"lib/clock.ex": MONOTONIC_EX}, vsn="1.18.4")
+    home = tmp_path / "elixir" / "_build" / "dev"  # lib/elixir/ebin, as an install has
+    s = service(settings(tmp_path, otp27, ELIXIR_HOME=str(home)))
+    try:
+        # The keyword arm alone: the test's embedder hashes text, it does not read it.
+        query = "steady stopwatch wall-clock jumps never disturb"
+        found = await s.search_docs("erts", query, mode="fts")
+        top = found.hits[0]
+        assert top.ref == "erlang.html#monotonic_time/0"
+        assert "## In Elixir: `Hexlocal.Clock.monotonic_time/0`" in top.content
+        docs = await s.get_docs("erts", "erlang:monotonic_time/0")
+        text = "".join(h.content for h in docs.hits)
+        assert text.index("Erlang monotonic time") < text.index("## In Elixir")  # its own first
+    finally:
+        await s.aclose()
+
+
+async def test_without_an_elixir_install_the_otp_docs_are_only_otps(
+    tmp_path: Path, otp27: Path
+) -> None:
+    s = service(settings(tmp_path, otp27, ELIXIR_HOME=str(tmp_path / "no-elixir")))
+    try:
+        docs = await s.get_docs("erts", "erlang:monotonic_time/0")
+        assert docs.hits and all("In Elixir" not in h.content for h in docs.hits)
+    finally:
+        await s.aclose()
