@@ -38,7 +38,9 @@ HELDOUT_SIXTH = REPO_ROOT / "eval" / "heldout_sixth.jsonl"
 HELDOUT_SEVENTH = REPO_ROOT / "eval" / "heldout_seventh.jsonl"
 HELDOUT_EIGHTH = REPO_ROOT / "eval" / "heldout_eighth.jsonl"
 DEV = SHARED / "eval" / "dev.jsonl"
-# Every query set; a new one joins here and in the checks of its kinds.
+# Every query set; a new one joins here and in the checks of its kinds. The OTP sets
+# (`otp.jsonl`, `otp_second.jsonl`) name OTP's doc tarball, not hexdocs tarballs: they are
+# checked in test_otp_eval_set.py, the second one against every set here for copies.
 ALL_SETS: tuple[Path, ...] = (
     BUNDLED,
     AGENT,
