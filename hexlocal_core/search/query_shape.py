@@ -60,7 +60,8 @@ _NOISE = (
     re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:\.\d+)?\b"),  # 09:41:54.123
     re.compile(r"\[(?:debug|info|notice|warning|warn|error|critical|alert|emergency)\]", re.I),
     re.compile(r"\((?:[a-z_]\w*) [\d.]+(?:-[\w.]+)?\)"),  # (plug 1.19.2) in stack frames
-    re.compile(r"(?:[\w.\-~]*/)+[\w.\-]+\.(?:exs?|erl|hrl|eex|heex|leex|c|h):?\d*:?"),  # paths
+    # paths; only from a path's first character, or a long slashed word is quadratic
+    re.compile(r"(?<![\w.\-~/])(?:[\w.\-~]*/)+[\w.\-]+\.(?:exs?|erl|hrl|eex|heex|leex|c|h):?\d*:?"),
     re.compile(r"\b[\w\-]+\.(?:exs?|erl):\d+:?"),  # foo.ex:12:
     re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{12,}\b"),  # hex ids, hashes
     re.compile(r"(?<![\w./])-?\d+(?:\.\d+)?(?=ms\b|s\b|\b)"),  # numbers (units stay words)

@@ -114,3 +114,18 @@ def test_the_error_text_the_arms_read_has_no_run_specific_noise() -> None:
     for noise in ("#PID", "0.532.0", "lib/plug/conn.ex", "733", "1.19.2"):
         assert noise not in text
     assert text.startswith("FunctionClauseError no function clause matching in")
+
+
+# A paste is capped at MAX_QUERY_CHARS before search, but parse_error is pure and must not
+# depend on that: each of these took seconds to minutes while a scan was quadratic, and
+# takes milliseconds when linear. The time limit is the assertion.
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    "paste",
+    [
+        "a/" * 50_000,  # a slashed word the path pattern tried from every character
+    ],
+    ids=lambda paste: repr(paste[:8]),
+)
+def test_hostile_pastes_are_parsed_in_linear_time(paste: str) -> None:
+    assert parse_error(paste).functions == ()
