@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from hexlocal_core.search.query_shape import ErrorQuery, Shape, parse_error, shape_of
+from hexlocal_core.search.query_shape import (
+    MAX_CALL_CHARS,
+    ErrorQuery,
+    Shape,
+    count_arguments,
+    parse_error,
+    shape_of,
+)
 
 FUNCTION_CLAUSE = (
     "** (FunctionClauseError) no function clause matching in "
@@ -114,3 +121,119 @@ def test_the_error_text_the_arms_read_has_no_run_specific_noise() -> None:
     for noise in ("#PID", "0.532.0", "lib/plug/conn.ex", "733", "1.19.2"):
         assert noise not in text
     assert text.startswith("FunctionClauseError no function clause matching in")
+
+
+WHEREIS = """** (ArgumentError) errors were found at the given arguments:
+
+  * 1st argument: not an atom
+
+    :erlang.whereis("pricing_server")
+    (my_app 0.1.0) lib/my_app/pricing.ex:8: MyApp.Pricing.server/0
+"""
+ERLANG_BADARG = (
+    "** exception error: bad argument\n"
+    '{badarg,[{ets,lookup,[foo,1],[]},{erl_eval,do_apply,7,[{file,"erl_eval.erl"},{line,900}]}]}'
+)
+
+
+# Elixir prints the frame that raised with its arguments, and agents paste the call they
+# made: the function is named with as many arguments as the call has (ExDoc's spelling,
+# `erlang.whereis/1`, so it meets the item's title), in the order the paste names them.
+@pytest.mark.parametrize(
+    ("paste", "functions"),
+    [
+        (WHEREIS, ("erlang.whereis/1", "MyApp.Pricing.server/0")),
+        ('    (stdlib 6.2.2.1) :ets.lookup(:session_cache, "u-81")', ("ets.lookup/2",)),
+        (
+            "{:error, :timeout}\n# returned by :gen_tcp.recv(socket, 0, 5000) while the peer"
+            " is still connected",
+            ("gen_tcp.recv/3",),
+        ),
+        ('iex(4)> :binary.split("a,b,,c", ",")', ("binary.split/2",)),
+        ('    (elixir 1.18.4) String.to_existing_atom("nope")', ("String.to_existing_atom/1",)),
+        ("** (ArgumentError) boom in :erlang.node()", ("erlang.node/0",)),
+        ("ets:lookup(foo, 1)", ("ets.lookup/2",)),  # Erlang's own spelling
+        ("iex(2)> |> IO.inspect(label: :total)", ("IO.inspect/2",)),  # piped: one more
+        # Erlang's stack trace entries, {Mod, Fun, Args | Arity, Location}
+        (ERLANG_BADARG, ("ets.lookup/2", "erl_eval.do_apply/7")),
+        ("[{:ets, :lookup, [:foo, 1], []}]", ("ets.lookup/2",)),
+        # the message's call first, the frames after; one name however often written
+        (
+            "** (exit) exited in: :gen_server.call(MyApp.Inventory, {:reserve, 42, 3}, 5000)\n"
+            "    ** (EXIT) time out\n"
+            "    (stdlib 6.2.2.1) gen_server.erl:1128: :gen_server.call/3\n"
+            "    (my_app 0.1.0) lib/my_app/checkout.ex:57: MyApp.Checkout.place_order/2",
+            ("gen_server.call/3", "MyApp.Checkout.place_order/2"),
+        ),
+        ("ets:lookup/2 failed: ets:lookup(foo, 1)", ("ets.lookup/2",)),
+        # not calls: no `(` right after the name, a map key, a bare tuple, a local call
+        ("see Enum.map (with a list) and Enum.map", ()),
+        ("%{Enum.map: 1, :ets.lookup => 2}", ()),
+        ("{ets, lookup, [foo, 1]}", ()),
+        ("iex(4)> split(x)", ()),
+        # arguments that cannot be counted name nothing rather than a wrong arity
+        (':binary.split("a,b", ","', ()),
+        ("Foo.bar(a, b]", ()),
+    ],
+)
+def test_a_pasted_call_names_its_function_with_its_arity(
+    paste: str, functions: tuple[str, ...]
+) -> None:
+    assert parse_error(paste).functions == functions
+
+
+# The arity is the number of top-level arguments: commas inside brackets, strings,
+# sigils and anonymous functions do not count; Elixir's trailing keywords are one.
+@pytest.mark.parametrize(
+    ("call", "count"),
+    [
+        ("()", 0),
+        ("( )", 0),
+        ("(a)", 1),
+        ("(a, b)", 2),
+        ("(f(a, b), [c, d], {e, f}, %{g: 1, h: 2}, <<1, 2>>, %S{i: 3, j: 4})", 6),
+        ("(#PID<0.318.0>, :get_count, :infinity)", 3),
+        ('("a, b", "c\\"d, e")', 2),
+        ("('a,b', c)", 2),  # a charlist, or an Erlang quoted atom
+        ('(~c"db.internal, x", :inet)', 2),
+        ("(~r/a,b/i, ~w[a b, c], ~s(d, e))", 3),
+        ('("a#{"b,c"}d", e)', 2),  # an interpolation holds a string of its own
+        ("(?,, ?\\), $(, x)", 4),  # character literals, not brackets
+        ("(__MODULE__, arg, name: __MODULE__, timeout: 5_000)", 3),
+        ("(x, do: 1, else: 2)", 2),
+        ("(list, 0, fn x, acc -> x + acc end)", 3),
+        ("(if x do 1 else 2 end, 3)", 2),
+        ("(x.end, :fn, do_it, end: 1)", 4),  # names, not the keywords
+        ("(1 <<< 2, 3 >>> 1)", 2),  # shifts, not binaries
+        ("[foo, 1]", 2),  # an Erlang stack entry's argument list
+        # unbalanced or too long: no count
+        ("(a, b", None),
+        ("(a, b]", None),
+        ('("a, b)', None),
+        ("(a end)", None),
+        ("(<<1, 2)", None),
+        ("(" + "a, " * MAX_CALL_CHARS + "b)", None),
+    ],
+)
+def test_count_arguments(call: str, count: int | None) -> None:
+    assert count_arguments(call, 0)[0] == count
+
+
+# A paste is capped at MAX_QUERY_CHARS before search, but parse_error is pure and must not
+# depend on that: each of these took seconds to minutes while a scan was quadratic, and
+# takes milliseconds when linear. The time limit is the assertion.
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    "paste",
+    [
+        "a/" * 50_000,  # a slashed word the path pattern tried from every character
+        "(" * 100_000,
+        ":a.b(" * 20_000,  # every call unclosed: each scan would run to the cap
+        'A.b("' * 20_000,
+        "{a,b,[" * 20_000,
+        "Mod.fun(" + "x, " * 40_000,
+    ],
+    ids=lambda paste: repr(paste[:8]),
+)
+def test_hostile_pastes_are_parsed_in_linear_time(paste: str) -> None:
+    assert parse_error(paste).functions == ()
