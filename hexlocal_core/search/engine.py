@@ -72,7 +72,7 @@ def plan_query(query: str, tuning: SearchTuning, package: str = "") -> _Plan:
     shape = shape_of(query)
     if shape is not Shape.ERROR or not tuning.error_queries:
         return _Plan(shape, query, texts_to_embed(query, package, shape, tuning.vector_rewrite))
-    parsed = parse_error(query)
+    parsed = parse_error(query, calls=tuning.error_calls)
     words = [parsed.message, *parsed.functions]
     if tuning.error_exception_terms:
         words = [*parsed.exceptions, *words]

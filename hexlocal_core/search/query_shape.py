@@ -13,19 +13,18 @@ Agents send three shapes of query, and they fail differently:
   message names; searching the raw paste lets the exception module's page win.
 * `prose`: a question in the user's own words (concept, how-do-I).
 
-A function is named with its arity (`Mod.fun/2`, `:ets.lookup/2`, `ets:lookup/2`) or as a
-call with its arguments, the way Elixir prints the frame that raised and agents paste what
-they ran (`:erlang.whereis("x")`, `ets:lookup(foo, 1)`, a stack entry
-`{ets,lookup,[foo,1],[]}`): the call is counted (`count_arguments`) and named as ExDoc
-titles the item, `erlang.whereis/1`. Measured with rrf (int8 embedder, no cross-encoder),
-recall@5 / MRR@10: OTP errors (`eval/otp.jsonl`, 16) .750 / .445 -> .812 / .447
-(`erlang.whereis/1` enters the top 5; two ETS pastes answered by `ets:new/2` fall 3 -> 4
-under the lookup and insert they call); Hex errors (`confirm_errors`, 71) .845 / .704 ->
-.845 / .707; held-out errors (77) .870 / .704, unchanged. Not kept: the functions ahead of
-the message in the keyword words (terms are cut at 40) lost held-out errors .704 -> .674;
-the first call's item put first, as an exact hit is, lost OTP recall (.812 -> .688) and
-Hex errors (.707 -> .689). Three of the OTP pastes (an `iex>` line, a returned
-`{:error, _}` with a comment) are prose-shaped, so their calls are not read at all.
+A function is named with its arity (`Mod.fun/2`, `:ets.lookup/2`, `ets:lookup/2`).
+`parse_error(calls=True)` also reads a call with its arguments, the way Elixir prints the
+frame that raised and agents paste what they ran (`:erlang.whereis("x")`,
+`ets:lookup(foo, 1)`, a stack entry `{ets,lookup,[foo,1],[]}`): the call is counted
+(`count_arguments`) and named as ExDoc titles the item, `erlang.whereis/1`. Search leaves it
+off (`SearchTuning.error_calls`). On the spent sets (rrf, int8, recall@5 / MRR@10) it gave
+OTP errors (`eval/otp.jsonl`, 16) .750 / .445 -> .812 / .447, Hex errors (`confirm_errors`,
+71) .845 / .704 -> .845 / .707, held-out errors (77) unchanged; judged once on the held-out
+`eval/otp_second.jsonl` by a rule written first, its errors went .947 / .623 -> .947 / .614
+(one paste down, none up), so it was not kept (docs/lab/otp-retrieval.md). Also not kept:
+the functions ahead of the message in the keyword words (terms are cut at 40; held-out errors
+.704 -> .674) and the first call's item put first (OTP recall .812 -> .688).
 
 Everything here is pure (text in, values out) and table-tested.
 """
@@ -139,15 +138,30 @@ def asks_how_to_use(query: str) -> bool:
     return shape_of(query) is Shape.PROSE and _USAGE.search(query) is not None
 
 
-def parse_error(query: str) -> ErrorQuery:
-    """The parts of an error paste worth searching for (call it on ERROR-shaped queries)."""
+def parse_error(query: str, *, calls: bool = False) -> ErrorQuery:
+    """The parts of an error paste worth searching for (call it on ERROR-shaped queries).
+
+    `calls` also reads the calls the paste prints with their arguments
+    (`:erlang.whereis("x")` -> `erlang.whereis/1`) and its stack entries, in ExDoc's
+    spelling; off in search (`SearchTuning.error_calls`): judged on a held-out OTP set, it
+    moved error MRR@10 .623 -> .614 (docs/lab/otp-retrieval.md).
+    """
     exceptions = tuple(dict.fromkeys(m.group("mod") for m in _EXCEPTION.finditer(query)))
-    functions = _raising_functions(query)
+    functions = _raising_functions(query) if calls else _named_functions(query)
     text = _EXCEPTION.sub(" ", query)
     for pattern in _NOISE:
         text = pattern.sub(" ", text)
     message = _SPACES.sub(" ", " ".join(line.strip() for line in text.splitlines() if line.strip()))
     return ErrorQuery(exceptions, message.strip(), functions)
+
+
+def _named_functions(query: str) -> tuple[str, ...]:
+    """Functions the paste names with an arity, in order, deduplicated: the message's, then
+    every stack frame's (a frame's app and path are stripped, its function stays)."""
+    body = _STACK_FRAME.sub(" ", query)
+    named = [m.group(0) for m in _MFA.finditer(body)]
+    named.extend(m.group(0).lstrip(":") for m in _ERLANG_MFA.finditer(body))
+    return tuple(dict.fromkeys(named))
 
 
 def _raising_functions(query: str) -> tuple[str, ...]:

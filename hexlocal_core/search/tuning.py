@@ -60,6 +60,9 @@ class SearchTuning:
     # the item that explains the cause.
     error_queries: bool = True
     error_exception_terms: bool = True  # keep the exception module among the FTS terms
+    # Read the calls an error paste prints with their arguments (`parse_error(calls=)`);
+    # off: not kept on the held-out OTP set (docs/lab/otp-retrieval.md).
+    error_calls: bool = False
     # Error pastes' query vector mapped toward the explaining chunks (search/query_adapter.py,
     # lever 21), when the map was fitted for the embedder's model. Judged with maps fitted
     # without the query's package (heldout_sixth, 30 errors): MRR@10 0.734 -> 0.757.
