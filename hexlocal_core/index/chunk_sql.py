@@ -100,7 +100,13 @@ class ChunkSql(SqlRunner):
             order = "CASE WHEN ref = ? THEN 0 ELSE 1 END, id"
             params.append(f"{item.module}.html")
         else:
-            order = f"CASE WHEN {self.dialect.sub_item} THEN 1 ELSE 0 END, id"
+            # `:maps.iterator/2` is the function: a type or callback of the same name and
+            # arity (`t:maps:iterator/2`) comes after it unless asked for with `t:`/`c:`.
+            order = (
+                "CASE WHEN doc_type IN ('function', 'macro') THEN 0"
+                " WHEN doc_type IN ('callback', 'macrocallback') THEN 1 ELSE 2 END,"
+                f" CASE WHEN {self.dialect.sub_item} THEN 1 ELSE 0 END, id"
+            )
         sql = f"SELECT id FROM chunks WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
         params.append(self.dialect.limit(limit))
         return [int(r[0]) for r in self._select(sql, params)]

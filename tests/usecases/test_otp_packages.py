@@ -89,6 +89,9 @@ async def svc27(tmp_path: Path, otp27: Path) -> AsyncIterator[Hexlocal]:
         ("erlang:monotonic_time/1", "erts", "15.2.7", "erlang.html#monotonic_time/1"),
         ("c:gen_server:handle_call/3", "stdlib", "6.2.2.1", "gen_server.html#c:handle_call/3"),
         ("t:ets:tid/0", "stdlib", "6.2.2.1", "ets.html#t:tid/0"),
+        # a function and a type share name and arity: the call spelling means the function
+        (":maps.iterator/2", "stdlib", "6.2.2.1", "maps.html#iterator/2"),
+        ("t:maps:iterator/2", "stdlib", "6.2.2.1", "maps.html#t:iterator/2"),
         (":ets", "stdlib", "6.2.2.1", "ets.html"),
     ],
 )
