@@ -20,18 +20,15 @@ import logging
 import time
 from collections.abc import Sequence
 
-import numpy as np
-import numpy.typing as npt
 from attrs import evolve, frozen
 
 from hexlocal_core.bounds import check_mode
 from hexlocal_core.errors import HexlocalError, ModelUnavailable
-from hexlocal_core.index.rows import ChunkRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice, SearchMode
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
-from hexlocal_core.search.anchor_arm import AnchorArm, AnchorEvidence, AnchorRanking
+from hexlocal_core.search.anchor_arm import AnchorArm, AnchorRanking
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.exact import (
     Identifier,
@@ -46,12 +43,13 @@ from hexlocal_core.search.fusion import (
     rerank_fuse,
     rrf,
 )
-from hexlocal_core.search.learned_rank import Candidate, learned_order
+from hexlocal_core.search.learned_rank import Candidate
+from hexlocal_core.search.learned_stage import ArmsSaw, candidates, reordered
 from hexlocal_core.search.query_adapter import adapted, error_adapter
 from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
 from hexlocal_core.search.query_shape import Shape, asks_how_to_use, parse_error, shape_of
 from hexlocal_core.search.rerank_input import passage, unusable_scores
-from hexlocal_core.search.rows import Rows, hit_from_row
+from hexlocal_core.search.rows import Rows, hits_from_rows
 from hexlocal_core.search.sanitizer import to_phrases
 from hexlocal_core.search.tuning import SearchTuning
 
@@ -78,19 +76,6 @@ def plan_query(query: str, tuning: SearchTuning, package: str = "") -> _Plan:
         words = [*parsed.exceptions, *words]
     fts_text = " ".join(words).strip() or query
     return _Plan(shape, fts_text, (parsed.text or query,))
-
-
-@frozen
-class _ArmsSaw:
-    """What the arms saw of one query, for the learned ranking (`_learned`)."""
-
-    package: str
-    plan: _Plan
-    bm25: dict[int, float]
-    fts_ids: list[int]
-    vec_ids: list[int]
-    vector: Vectors
-    judged: dict[int, float] | None = None  # the reranker's scores, as learned features
 
 
 @frozen
@@ -245,7 +230,10 @@ class SearchEngine:
                 judged_used = True
                 if notice:
                     out_notices.append(notice)
-            arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used, judged)
+            bm25 = dict(fts_hits)
+            arms = ArmsSaw(
+                package, plan.shape, plan.fts_text, bm25, fts_ids, vec_ids, vector_used, judged
+            )
             pool = await asyncio.to_thread(self._learned, arms, fused, rows)
             t = clock.lap("learned", t)
         pool = pool[: self.tuning.pool]
@@ -273,7 +261,7 @@ class SearchEngine:
                 exact_ids = exact_chunk_ids(reads, package, ident)
             rules = usage_rules_lead(reads, package, [*ranked, *fused]) if usage else []
             final = list(dict.fromkeys([*exact_ids, *rules, *ranked]))[:limit]
-            return self._hits(rows.get(final), fts_ids, vec_ids, pool, scores, set(exact_ids))
+            return hits_from_rows(rows.get(final), fts_ids, vec_ids, pool, scores, set(exact_ids))
 
         hits = await asyncio.to_thread(answer)
         if not hits:
@@ -304,7 +292,7 @@ class SearchEngine:
 
         def lookup() -> list[Hit]:
             ids = exact_chunk_ids(self.store.session().chunks, package, ident)
-            return self._hits(self.store.hydrate(ids), [], [], [], {}, set(ids))
+            return hits_from_rows(self.store.hydrate(ids), [], [], [], {}, set(ids))
 
         return tuple(await asyncio.to_thread(lookup))
 
@@ -378,38 +366,16 @@ class SearchEngine:
         again = [cid for cid, _ in found]
         return self._fuse(fts_ids, again, shape, depth, anchored), again
 
-    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
+    def _learned(self, arms: ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""
         pool = self._candidates(arms, fused, rows)
-        ordered = learned_order(
-            arms.plan.shape, arms.plan.fts_text, pool, self.tuning.learned_weight
-        )
-        return list(dict.fromkeys([*ordered, *fused]))
+        return reordered(arms, fused, pool, self.tuning.learned_weight)
 
-    def _candidates(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[Candidate]:
-        head = fused[: self.tuning.learned_depth]
-        stored = self.store.session().chunks.stored_vectors(arms.package, head)
-        query = np.asarray(arms.vector, dtype=np.float32).reshape(-1)
-        place = {cid: n for n, cid in enumerate(fused, start=1)}
-        read = rows.get(head)
-        said: dict[str, AnchorEvidence] = {}
-        if self.anchors is not None and self.tuning.anchor_features:
-            refs = tuple(dict.fromkeys(row.ref for row in read))
-            said = self.anchors.describe(arms.package, refs, arms.vector)
-        return [
-            Candidate(
-                row=row,
-                fused_rank=place[row.id],
-                fts_rank=_rank(arms.fts_ids, row.id),
-                vec_rank=_rank(arms.vec_ids, row.id),
-                cosine=_cosine(query, stored.get(row.id)),
-                bm25=arms.bm25.get(row.id),
-                judge=(arms.judged or {}).get(row.id),
-                anchor_text=said[row.ref].text if row.ref in said else None,
-                anchor_cosine=said[row.ref].cosine if row.ref in said else None,
-            )
-            for row in read
-        ]
+    def _candidates(self, arms: ArmsSaw, fused: list[int], rows: Rows) -> list[Candidate]:
+        t = self.tuning
+        anchors = self.anchors if t.anchor_features else None
+        reads = self.store.session().chunks
+        return candidates(reads, arms, fused, rows, depth=t.learned_depth, anchors=anchors)
 
     def _keyword(self, package: str, query: str, examples_only: bool) -> list[tuple[int, float]]:
         phrases = to_phrases(query)
@@ -503,42 +469,3 @@ class SearchEngine:
         if self.tuning.rerank_authority == "full":
             return sorted(ids, key=lambda i: -scores[i]), scores, None
         return rerank_fuse(ids, [scores[i] for i in ids]), scores, None
-
-    def _hits(
-        self,
-        rows: Sequence[ChunkRow],
-        fts_ids: list[int],
-        vec_ids: list[int],
-        pool: list[int],
-        scores: dict[int, float],
-        exact_ids: set[int],
-    ) -> list[Hit]:
-        hits = []
-        for final_rank, row in enumerate(rows, start=1):
-            hit = hit_from_row(row)
-            cid = row.id
-            hits.append(
-                evolve(
-                    hit,
-                    fts_rank=_rank(fts_ids, cid),
-                    vec_rank=_rank(vec_ids, cid),
-                    fused_rank=_rank(pool, cid),
-                    rerank_score=scores.get(cid),
-                    final_rank=final_rank,
-                    exact=cid in exact_ids,
-                )
-            )
-        return hits
-
-
-def _cosine(query: npt.NDArray[np.float32], stored: npt.ArrayLike | None) -> float | None:
-    if stored is None:
-        return None
-    return float(query @ np.asarray(stored, dtype=np.float32).reshape(-1))
-
-
-def _rank(ids: list[int], cid: int) -> int | None:
-    try:
-        return ids.index(cid) + 1
-    except ValueError:
-        return None
