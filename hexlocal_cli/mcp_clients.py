@@ -27,7 +27,7 @@ from typing import Any
 from attrs import frozen
 
 from hexlocal_cli.config_files import toml_string
-from hexlocal_core.config import UserDirs, is_secret
+from hexlocal_core.client_env import UserDirs, is_secret
 
 SERVER_NAME = "hexlocal"
 # Seconds Codex waits for a server to start (its default, 10, is close to a cold start on

@@ -21,7 +21,8 @@ import click
 from hexlocal_cli import config_files, mcp_clients
 from hexlocal_cli.mcp_clients import CLIENTS, SERVER_NAME, Client, Scope, Secrets, Server
 from hexlocal_core import install
-from hexlocal_core.config import PATH_VARIABLES, UserDirs, server_environment
+from hexlocal_core.client_env import PATH_VARIABLES
+from hexlocal_core.config import server_environment, user_dirs
 
 SCRIPT = "hexlocal-mcp"
 UVX_WARM_TIMEOUT_S = 900  # a first `uvx` run downloads every dependency
@@ -133,7 +134,7 @@ def target_file(client: Client, scope: Scope, root: Path, file: Path | None) -> 
             )
         scopes = ", ".join(sorted(client.files))
         raise click.UsageError(f"{client.title} has no {scope} config; its scopes: {scopes}")
-    return place(root, UserDirs.from_env())
+    return place(root, user_dirs())
 
 
 def merge(client: Client, path: Path, entry: mcp_clients.Entry) -> config_files.Written:

@@ -3,7 +3,9 @@
 Every knob has a default. A malformed value never stops hexlocal: it falls back to the
 default and leaves one warning naming the variable, the bad value and the default used
 (`Settings.warnings`, also logged). Secrets are kept in `Secret`, which never shows its
-value in `repr`, `str`, logs or errors.
+value in `repr`, `str`, logs or errors. `server_environment` and `user_dirs` read the rest
+of what `hexlocal mcp-config` needs and hand it to `client_env.py`, which decides what a
+client's config carries.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TypeVar
 
 from attrs import evolve, field, frozen
 
+from hexlocal_core.client_env import UserDirs, carried
 from hexlocal_core.redact import redact_url
 
 log = logging.getLogger("hexlocal.config")
@@ -422,85 +425,18 @@ ENV_VARIABLES = _ENV_NAMES + (
     "EMBED_THREADS",
 )
 
-# Variables the MCP server reads besides Settings' own: huggingface_hub's (where models come
-# from and are cached), the user dirs the default index and caches derive from, and what
-# the HTTP stacks take from the environment (proxies, the CA bundle). An MCP client that
-# drops the shell's environment (Codex, Gemini CLI) must be handed these in its config.
-SERVER_ENV_EXTRA = (
-    "HF_ENDPOINT",
-    "HF_HUB_OFFLINE",
-    "HF_HOME",
-    "HF_HUB_CACHE",
-    "XDG_DATA_HOME",
-    "XDG_CACHE_HOME",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "NO_PROXY",
-    "https_proxy",
-    "http_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-)
-# Only `serve --http` reads these; a stdio server started by a client never does.
-_HTTP_ONLY = ("HEXLOCAL_HTTP_TOKEN", "HEXLOCAL_HTTP_TOKEN_FILE", "HEXLOCAL_HTTP_SHUTDOWN_GRACE_S")
-# Values that are credentials, whatever they look like; any other value that is a URL with
-# credentials in it (a proxy with user:password) counts as one too.
-SECRET_VARIABLES = frozenset({"AI_API_KEY", "GITHUB_TOKEN", "DATABASE_URL"})
-# Values that are paths: a client may start the server in another directory, so a relative
-# one is made absolute before it is written into a client's config.
-PATH_VARIABLES = frozenset(
-    {
-        "PROJECT_ROOT",
-        "DATABASE_PATH",
-        "MCP_LOG_FILE",
-        "HEXLOCAL_EMBED_MODEL_DIR",
-        "HEXLOCAL_RERANK_MODEL_DIR",
-        "HEXLOCAL_MODEL_CACHE",
-        "ELIXIR_HOME",
-        "HF_HOME",
-        "HF_HUB_CACHE",
-        "XDG_DATA_HOME",
-        "XDG_CACHE_HOME",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-    }
-)
-
 
 def server_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables an MCP server of hexlocal reads that are set (non-blank) in `env`
-    (default: this process's), in a fixed order: Settings' own, then SERVER_ENV_EXTRA.
-    `hexlocal mcp-config` carries them into a client's config."""
+    """The variables an MCP server of hexlocal reads that are set in `env` (default: this
+    process's): `hexlocal mcp-config` carries them into a client's config."""
+    return carried(os.environ if env is None else env, ENV_VARIABLES)
+
+
+def user_dirs(env: Mapping[str, str] | None = None) -> UserDirs:
+    """Where MCP clients keep their user-level configs, from HOME, XDG_CONFIG_HOME and
+    CODEX_HOME in `env` (default: this process's)."""
     source = os.environ if env is None else env
-    names = [n for n in ENV_VARIABLES if n not in _HTTP_ONLY] + list(SERVER_ENV_EXTRA)
-    return {name: source[name] for name in names if source.get(name, "").strip()}
-
-
-def is_secret(name: str, value: str) -> bool:
-    """Whether a variable's value must not be written into a config file unasked."""
-    return name in SECRET_VARIABLES or redact_url(value) != value
-
-
-@frozen
-class UserDirs:
-    """Where MCP clients keep their user-level configs (`hexlocal mcp-config`)."""
-
-    home: Path
-    config_home: Path  # XDG_CONFIG_HOME, else ~/.config (Zed, opencode)
-    codex_home: Path  # CODEX_HOME, else ~/.codex
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> UserDirs:
-        source = os.environ if env is None else env
-        home = Path(source.get("HOME") or Path.home()).expanduser()
-
-        def folder(name: str, default: Path) -> Path:
-            value = (source.get(name) or "").strip()
-            return Path(value).expanduser() if value else default
-
-        return cls(
-            home=home,
-            config_home=folder("XDG_CONFIG_HOME", home / ".config"),
-            codex_home=folder("CODEX_HOME", home / ".codex"),
-        )
+    home = Path(source.get("HOME") or Path.home()).expanduser()
+    return UserDirs.under(
+        home, config_home=source.get("XDG_CONFIG_HOME"), codex_home=source.get("CODEX_HOME")
+    )

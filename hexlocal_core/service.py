@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hexlocal_core.adapters.default_models import default_chat, default_reranker, served_embedder
 from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT
 from hexlocal_core.config import Settings
-from hexlocal_core.errors import HexlocalError, StoreError
+from hexlocal_core.errors import HexlocalError
 from hexlocal_core.index.seam import DocsStore, UsageRecords
 from hexlocal_core.ingest.ingestor import Ingestor, SourcePaths
 from hexlocal_core.ingest.otp_source import OtpSource, otp_paths
@@ -45,6 +46,7 @@ from hexlocal_core.ports import (
     Resource,
 )
 from hexlocal_core.search.engine import SearchEngine
+from hexlocal_core.store_choice import open_store
 from hexlocal_core.usage import UsageReport
 from hexlocal_core.usecases import drift as drift_uc
 from hexlocal_core.usecases import evaluation as evaluation_uc
@@ -446,23 +448,6 @@ class Hexlocal:
         return diagnostics_uc.model_downloads(models)
 
 
-def open_store(settings: Settings) -> DocsStore:
-    """PostgreSQL when `DATABASE_URL` names one (team mode), else the SQLite file."""
-    if settings.database_url:
-        try:
-            from hexlocal_core.index.pg.store import PgStore
-        except ImportError as exc:
-            raise StoreError(
-                f"DATABASE_URL names PostgreSQL but its driver is missing ({exc.name}); "
-                "install it with: pip install 'hexlocal[postgres]'"
-            ) from exc
-        store: DocsStore = PgStore(settings.database_url, server_id=settings.server_id)
-        return store
-    from hexlocal_core.index.sqlite.store import Store
-
-    return Store(Path(settings.database_path))
-
-
 def build(
     settings: Settings | None = None,
     *,
@@ -479,25 +464,17 @@ def build(
 
     `model_progress(message, done, total)` hears a local model's first-need download (the
     CLI prints it on stderr; the MCP face polls `model_downloads()` instead)."""
-    from hexlocal_core.adapters.default_models import default_embedder, default_reranker
-
     settings = settings or Settings.from_env()
     store = open_store(settings)
     served = settings.served_with(_indexed_model(store))
     usage = store.usage
     if embedder is None and load_models:
-        embedder = default_embedder(served, usage, model_progress)
-        if served is not settings and embedder is not None:
-            from hexlocal_core.adapters.following_embedder import following
-
-            embedder = following(embedder, default_embedder(settings, usage, model_progress))
+        embedder = served_embedder(settings, served, usage, model_progress)
     settings = served
     if reranker is None and load_models and settings.rerank_enabled:
         reranker = default_reranker(settings, usage, model_progress)
-    if chat is None and settings.ai_api_key:
-        from hexlocal_core.adapters.openai_api import OpenAIChat
-
-        chat = OpenAIChat(settings, usage=usage)
+    if chat is None:
+        chat = default_chat(settings, usage)
     if registry is None:
         from hexlocal_core.adapters.hex import HexClient
 

@@ -55,9 +55,10 @@ from hexlocal_core.evaluation.paired import paired_difference  # noqa: E402
 from hexlocal_core.index.sqlite.store import Store  # noqa: E402
 from hexlocal_core.ports import Reranker  # noqa: E402
 from hexlocal_core.search import learned_rank  # noqa: E402
-from hexlocal_core.search.engine import SearchEngine, _ArmsSaw  # noqa: E402
+from hexlocal_core.search.engine import SearchEngine  # noqa: E402
 from hexlocal_core.search.exact import exact_chunk_ids, parse_identifier  # noqa: E402
 from hexlocal_core.search.fusion import rerank_fuse  # noqa: E402
+from hexlocal_core.search.learned_stage import ArmsSaw  # noqa: E402
 from hexlocal_core.search.query_shape import Shape  # noqa: E402
 from hexlocal_core.search.rows import Rows  # noqa: E402
 from hexlocal_core.search.tuning import SearchTuning  # noqa: E402
@@ -120,9 +121,9 @@ class _Recording(SearchEngine):
 
     seen: list[tuple[Shape, str, list[learned_rank.Candidate]]]
 
-    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
+    def _learned(self, arms: ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         pool = self._candidates(arms, fused, rows)
-        self.seen.append((arms.plan.shape, arms.plan.fts_text, pool))
+        self.seen.append((arms.shape, arms.fts_text, pool))
         return fused
 
 

@@ -327,8 +327,8 @@ def test_engine_leak_rule_sees_a_leak(tmp_path: Path) -> None:
 # seam, and the token rule the sanitizer shares with both engines' full-text tables.
 SEAM_MODULES = ("hexlocal_core.index.seam", "hexlocal_core.index.rows",
                 "hexlocal_core.index.tokens")  # fmt: skip
-# The composition root picks the engine: the one place above index/ that names one.
-COMPOSITION_ROOT = ("hexlocal_core/service.py", "open_store")
+# The store choice the composition root asks: the one place above index/ that names one.
+COMPOSITION_ROOT = ("hexlocal_core/store_choice.py", "open_store")
 
 
 def _index_imports(tree: ast.AST) -> Iterator[tuple[str, str | None, int]]:
@@ -377,7 +377,7 @@ def test_callers_above_the_index_import_only_the_seam_and_its_values() -> None:
         if index not in path.parents
         for leak in _engine_imports(path, str(path.relative_to(ROOT)))
     ]
-    assert leaks == [], "import index.seam and index.rows; service.open_store picks the engine"
+    assert leaks == [], "import index.seam and index.rows; store_choice.open_store picks the engine"
 
 
 def test_the_seam_rule_sees_an_engine_import(tmp_path: Path) -> None:
@@ -399,4 +399,4 @@ def test_the_seam_rule_sees_an_engine_import(tmp_path: Path) -> None:
     ]
     assert _engine_imports(bad, COMPOSITION_ROOT[0])[-1:] == [
         f"{COMPOSITION_ROOT[0]}:5 imports hexlocal_core.index.pg.store"
-    ]  # inside open_store the engine may be named; anywhere else in service.py not
+    ]  # inside open_store the engine may be named; anywhere else in its module not

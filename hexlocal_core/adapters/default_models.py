@@ -1,6 +1,7 @@
 """The models `build()` wires when none is given: the local ONNX ones, or the cloud
-embedder `AI_EMBED_MODEL` names. A model that cannot be had is logged and left out: search
-degrades to the arm beneath it, with a notice."""
+embedder `AI_EMBED_MODEL` names, and the AI API's chat model when a key is set. A model
+that cannot be had is logged and left out: search degrades to the arm beneath it, with a
+notice."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hexlocal_core.config import Settings
 from hexlocal_core.errors import HexlocalError
 from hexlocal_core.index.seam import UsageRecords
 from hexlocal_core.model import DownloadProgress
-from hexlocal_core.ports import Embedder, Reranker
+from hexlocal_core.ports import ChatModel, Embedder, Reranker
 
 log = logging.getLogger("hexlocal.service")
 
@@ -31,6 +32,20 @@ def default_embedder(
         return None
 
 
+def served_embedder(
+    settings: Settings, served: Settings, usage: UsageRecords, progress: DownloadProgress | None
+) -> Embedder | None:
+    """The embedder for an index `served` (`Settings.served_with`) keeps at the model it
+    was built with: while that is not the configured one, it follows the index to the
+    configured model once another process reindexes it."""
+    embedder = default_embedder(served, usage, progress)
+    if served is settings or embedder is None:
+        return embedder
+    from hexlocal_core.adapters.following_embedder import following
+
+    return following(embedder, default_embedder(settings, usage, progress))
+
+
 def default_reranker(
     settings: Settings, usage: UsageRecords, progress: DownloadProgress | None
 ) -> Reranker | None:
@@ -41,3 +56,12 @@ def default_reranker(
     except HexlocalError as exc:
         log.info("no cross-encoder: %s", exc)
         return None
+
+
+def default_chat(settings: Settings, usage: UsageRecords) -> ChatModel | None:
+    """The AI API's chat model (memory curation), when AI_API_KEY is set."""
+    if not settings.ai_api_key:
+        return None
+    from hexlocal_core.adapters.openai_api import OpenAIChat
+
+    return OpenAIChat(settings, usage=usage)

@@ -23,17 +23,9 @@ from urllib.parse import urlsplit
 
 from attrs import evolve
 
-from hexlocal_core.adapters.http import (
-    Failure,
-    HttpClient,
-    Retry,
-    RetryPolicy,
-    TooLarge,
-    join_url,
-    parse_retry_after,
-    read_body,
-    read_error_text,
-)
+from hexlocal_core.adapters.http import Failure, HttpClient, Retry, join_url
+from hexlocal_core.adapters.http_body import TooLarge, read_body, read_error_text
+from hexlocal_core.adapters.http_policy import RetryPolicy, parse_retry_after
 from hexlocal_core.config import Secret, Settings
 from hexlocal_core.errors import RateLimited, RemoteError, UserInputError
 from hexlocal_core.issues import make_excerpt, search_params, validate_issue_query

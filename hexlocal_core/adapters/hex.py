@@ -29,18 +29,9 @@ from urllib.parse import quote
 
 from attrs import frozen
 
-from hexlocal_core.adapters.http import (
-    Failure,
-    HttpClient,
-    Retry,
-    RetryPolicy,
-    TooLarge,
-    Truncated,
-    join_url,
-    parse_retry_after,
-    read_capped,
-    reset_at,
-)
+from hexlocal_core.adapters.http import Failure, HttpClient, Retry, join_url
+from hexlocal_core.adapters.http_body import TooLarge, Truncated, read_capped
+from hexlocal_core.adapters.http_policy import RetryPolicy, parse_retry_after, reset_at
 from hexlocal_core.adapters.reachability import HostWatch
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError, VersionNotFound

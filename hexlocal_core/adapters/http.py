@@ -1,13 +1,14 @@
 """The one HTTP layer under the remote adapters (hex.pm, the AI API, GitHub).
 
-    RetryPolicy         attempts, backoff, which statuses are worth another try, and the
-                        longest Retry-After honoured (a longer one gives up at once)
-    parse_retry_after   the one Retry-After reader: delta-seconds or an HTTP date, bounded
     HttpClient          one lazy aiohttp session per adapter, `aclose()` idempotent, and
                         `request()`: the attempts, the waits, the logging, the give-up
     Retry               what an adapter raises for "this attempt failed, another may not"
     Failure             a transport failure (timeout, connection, cut short, redirect loop)
                         to put in words
+    join_url            a path under a configured base URL, keeping its query
+
+When to try again is `adapters/http_policy.py`'s (RetryPolicy, the one Retry-After reader);
+how much of a body is read is `adapters/http_body.py`'s.
 
 An adapter supplies only what is its own: `handle(response)` turns an answer into its value
 or raises its error (wrapped in `Retry` when its policy retries that status), and
@@ -28,16 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from attrs import field, frozen, validators
+from attrs import frozen
 
+from hexlocal_core.adapters.http_policy import RetryPolicy
 from hexlocal_core.adapters.reachability import HostWatch, host_key
 from hexlocal_core.errors import HexlocalError
 from hexlocal_core.redact import redact_url, redact_urls, scrub
@@ -46,91 +45,10 @@ from hexlocal_core.untrusted import clip
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = [
-    "DEFAULT_RETRY_STATUSES",
-    "Failure",
-    "HttpClient",
-    "Retry",
-    "RetryPolicy",
-    "TooLarge",
-    "Truncated",
-    "join_url",
-    "parse_retry_after",
-    "read_capped",
-    "read_error_text",
-    "reset_at",
-]
+__all__ = ["Failure", "HttpClient", "Retry", "join_url"]
 
 T = TypeVar("T")
 log = logging.getLogger("hexlocal.http")
-
-# Statuses that say "not now" rather than "no": timeouts, rate limits, overloaded servers.
-DEFAULT_RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-RETRY_AFTER_BOUND_S = 86_400.0  # a Retry-After past a day is read as a day (no overflow)
-ERROR_BODY_BYTES = 64 * 1024  # what is read of an error answer: enough for any message
-CHUNK_BYTES = 64 * 1024
-
-
-@frozen
-class RetryPolicy:
-    """How one adapter retries. Tests inject a tiny base and a recording `sleep`."""
-
-    attempts: int = field(default=3, validator=validators.ge(1))  # tries, the first included
-    base_s: float = field(default=0.5, validator=validators.ge(0))  # first backoff; doubles
-    cap_s: float = field(default=30.0, validator=validators.ge(0))  # longest backoff
-    # A server asking for a longer wait than this is not waited for: the call fails at once
-    # with the time it named, instead of sleeping through a user's request.
-    max_retry_after_s: float = field(default=20.0, validator=validators.ge(0))
-    statuses: frozenset[int] = DEFAULT_RETRY_STATUSES
-    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, repr=False, eq=False)
-
-    def retries(self, status: int) -> bool:
-        """Whether an answer with `status` is worth another attempt."""
-        return status in self.statuses
-
-    def wait_s(self, attempt: int, after_s: float | None) -> float | None:
-        """Seconds to wait after failed attempt number `attempt` (1-based), given the
-        server's Retry-After (`after_s`), or None when it asks for too long a wait."""
-        if after_s is not None:
-            return after_s if after_s <= self.max_retry_after_s else None
-        return float(min(self.cap_s, self.base_s * 2.0 ** (attempt - 1)))
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds from `now` that a `Retry-After` header asks for, or None when it says nothing.
-
-    Delta-seconds ("120", leniently "0.5") or an HTTP date; a date in the past is 0. Garbage,
-    negative or non-finite values are None; anything past a day is a day.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if not text or len(text) > 64:  # no valid header is longer; a 5000-digit one is garbage
-        return None
-    if text[0].isdigit():
-        try:
-            seconds = float(text)
-        except ValueError:
-            return None
-    else:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - (now or datetime.now(UTC))).total_seconds()
-    if not math.isfinite(seconds):
-        return None
-    return min(max(0.0, seconds), RETRY_AFTER_BOUND_S)
-
-
-def reset_at(after_s: float | None, *, now: datetime | None = None) -> str | None:
-    """When a wait of `after_s` seconds ends, as ISO UTC ("2025-01-31T12:00:00Z")."""
-    if after_s is None:
-        return None
-    when = (now or datetime.now(UTC)) + timedelta(seconds=min(after_s, RETRY_AFTER_BOUND_S))
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def join_url(base: str, path: str) -> str:
@@ -168,61 +86,6 @@ class Failure:
     # within the timeout: the host, not this request, is the trouble. A connection the
     # server dropped, or a body that stalled after its headers, is an answer of sorts.
     unreachable: bool = False
-
-
-class TooLarge(Exception):
-    """A body outgrew its cap (the adapter turns it into an error naming the URL)."""
-
-    def __init__(self, size: int | None) -> None:
-        super().__init__(size)
-        self.size = size  # the announced size, or None when the stream went past the cap
-
-
-class Truncated(Exception):
-    """Fewer bytes arrived than Content-Length announced."""
-
-
-async def read_capped(
-    chunks: AsyncIterable[bytes], cap: int, announced: int | None = None
-) -> bytes:
-    """Collects a streamed body, refusing before it holds more than `cap` bytes.
-
-    Raises TooLarge as soon as the announced length or the running total exceeds the cap,
-    so an oversized download is abandoned after at most one chunk past the limit.
-    """
-    if announced is not None and announced > cap:
-        raise TooLarge(announced)
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > cap:
-            raise TooLarge(None)
-    if announced is not None and len(body) != announced:
-        raise Truncated(f"{len(body)} of {announced} bytes")
-    return bytes(body)
-
-
-async def read_body(response: aiohttp.ClientResponse, cap: int) -> bytes:
-    """The whole body of `response`, at most `cap` bytes (TooLarge past it)."""
-    encoding = response.headers.get("Content-Encoding", "").strip().lower()
-    # Content-Length counts the encoded bytes; a decompressed stream cannot be held to it.
-    announced = response.content_length if encoding in ("", "identity") else None
-    return await read_capped(response.content.iter_chunked(CHUNK_BYTES), cap, announced)
-
-
-async def read_error_text(response: aiohttp.ClientResponse, cap: int = ERROR_BODY_BYTES) -> str:
-    """The start of an error answer's body as text: enough to quote, never all of a huge one."""
-    import aiohttp
-
-    body = bytearray()
-    try:
-        async for chunk in response.content.iter_chunked(CHUNK_BYTES):
-            body += chunk
-            if len(body) >= cap:
-                break
-    except aiohttp.ClientPayloadError:
-        pass  # an error answer cut short still says what it says
-    return bytes(body[:cap]).decode("utf-8", "replace")
 
 
 class HttpClient:

@@ -25,18 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hexlocal_core.adapters.http import (
-    Failure,
-    HttpClient,
-    Retry,
-    RetryPolicy,
-    TooLarge,
-    join_url,
-    parse_retry_after,
-    read_body,
-    read_error_text,
-    reset_at,
-)
+from hexlocal_core.adapters.http import Failure, HttpClient, Retry, join_url
+from hexlocal_core.adapters.http_body import TooLarge, read_body, read_error_text
+from hexlocal_core.adapters.http_policy import RetryPolicy, parse_retry_after, reset_at
 from hexlocal_core.config import Secret, Settings
 from hexlocal_core.errors import RateLimited, RemoteError
 from hexlocal_core.model import ChatReply, UsageEvent

@@ -11,6 +11,9 @@ no embedder or another model's index -> keyword arm alone; no reranker or a fail
 fused order; nothing matched -> empty results. An absent reranker is said once per engine
 (one server session), on its first answer, not on every answer: it is the default state
 until the cross-encoder is fetched, and a notice repeated on every answer is noise.
+
+The engine runs the stages and fuses; the learned stage's evidence is gathered in
+`learned_stage.py`, the cross-encoder's stage is `rerank_stage.py`.
 """
 
 from __future__ import annotations
@@ -20,18 +23,15 @@ import logging
 import time
 from collections.abc import Sequence
 
-import numpy as np
-import numpy.typing as npt
 from attrs import evolve, frozen
 
 from hexlocal_core.bounds import check_mode
-from hexlocal_core.errors import HexlocalError, ModelUnavailable
-from hexlocal_core.index.rows import ChunkRow
+from hexlocal_core.errors import HexlocalError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit, Notice, SearchMode
 from hexlocal_core.ports import Embedder, Reranker, Vectors, serves_index
 from hexlocal_core.search import notices
-from hexlocal_core.search.anchor_arm import AnchorArm, AnchorEvidence, AnchorRanking
+from hexlocal_core.search.anchor_arm import AnchorArm, AnchorRanking
 from hexlocal_core.search.arms import keyword_arm, vector_arm
 from hexlocal_core.search.exact import (
     Identifier,
@@ -43,15 +43,15 @@ from hexlocal_core.search.feedback import moved_query
 from hexlocal_core.search.fusion import (
     boilerplate_scale,
     one_per_key,
-    rerank_fuse,
     rrf,
 )
-from hexlocal_core.search.learned_rank import Candidate, learned_order
+from hexlocal_core.search.learned_rank import Candidate
+from hexlocal_core.search.learned_stage import ArmsSaw, candidates, reordered
 from hexlocal_core.search.query_adapter import adapted, error_adapter
 from hexlocal_core.search.query_rewrite import embed_mean, texts_to_embed
 from hexlocal_core.search.query_shape import Shape, asks_how_to_use, parse_error, shape_of
-from hexlocal_core.search.rerank_input import passage, unusable_scores
-from hexlocal_core.search.rows import Rows, hit_from_row
+from hexlocal_core.search.rerank_stage import RerankStage
+from hexlocal_core.search.rows import Rows, hits_from_rows
 from hexlocal_core.search.sanitizer import to_phrases
 from hexlocal_core.search.tuning import SearchTuning
 
@@ -78,19 +78,6 @@ def plan_query(query: str, tuning: SearchTuning, package: str = "") -> _Plan:
         words = [*parsed.exceptions, *words]
     fts_text = " ".join(words).strip() or query
     return _Plan(shape, fts_text, (parsed.text or query,))
-
-
-@frozen
-class _ArmsSaw:
-    """What the arms saw of one query, for the learned ranking (`_learned`)."""
-
-    package: str
-    plan: _Plan
-    bm25: dict[int, float]
-    fts_ids: list[int]
-    vec_ids: list[int]
-    vector: Vectors
-    judged: dict[int, float] | None = None  # the reranker's scores, as learned features
 
 
 @frozen
@@ -127,7 +114,7 @@ class SearchEngine:
         self.tuning = tuning or SearchTuning()
         self.anchors = anchors
         self._warned: set[str] = set()
-        self._told_rerank_absent = False
+        self._reranking = RerankStage(self._warn_once)
 
     def _warn_once(self, message: str, exc: BaseException | None = None) -> None:
         """Log a degradation once per engine; every result still carries its notice.
@@ -141,19 +128,6 @@ class SearchEngine:
         self._warned.add(message)
         trace = exc is not None and not isinstance(exc, HexlocalError)
         log.warning(message, exc_info=exc if trace else None)
-
-    def _rerank_absent(self, reason: ModelUnavailable | None = None) -> Notice | None:
-        """The short `rerank_unavailable` notice, on the first answer of this engine only."""
-        if self._told_rerank_absent:
-            return None
-        self._told_rerank_absent = True
-        # Info, not a warning: no reranker is a plain install's normal state, and the notice
-        # already tells the user (a CLI printed both).
-        if reason is None:
-            log.info(notices.NO_RERANKER.message)
-        else:
-            log.info("%s (%s)", notices.NO_RERANKER.message, reason)
-        return notices.NO_RERANKER
 
     def vector_status(self) -> Notice | None:
         """Why the vector arm cannot run, or None when it can."""
@@ -240,12 +214,18 @@ class SearchEngine:
         if self.tuning.learns(mode) and vector_used is not None and len(fused) > 1:
             judged = None
             if mode is SearchMode.RERANK and judge_first:
-                scores, notice = await self._judge(query, fused[: self.tuning.judge_depth], rows)
+                judging = fused[: self.tuning.judge_depth]
+                scores, notice = await self._reranking.judge(
+                    self.reranker, query, judging, rows, self.tuning
+                )
                 judged = scores or None
                 judged_used = True
                 if notice:
                     out_notices.append(notice)
-            arms = _ArmsSaw(package, plan, dict(fts_hits), fts_ids, vec_ids, vector_used, judged)
+            bm25 = dict(fts_hits)
+            arms = ArmsSaw(
+                package, plan.shape, plan.fts_text, bm25, fts_ids, vec_ids, vector_used, judged
+            )
             pool = await asyncio.to_thread(self._learned, arms, fused, rows)
             t = clock.lap("learned", t)
         pool = pool[: self.tuning.pool]
@@ -254,11 +234,13 @@ class SearchEngine:
         if mode is SearchMode.RERANK and judged_used:
             pass  # the reranker's scores were weighed by the learned ranking (or it failed)
         elif mode is SearchMode.RERANK and self.reranker is None:
-            notice = self._rerank_absent()
+            notice = self._reranking.absent()
             if notice:
                 out_notices.append(notice)
         elif mode is SearchMode.RERANK and len(pool) > 1:
-            ranked, scores, notice = await self._rerank(query, pool, rows)
+            ranked, scores, notice = await self._reranking.rerank(
+                self.reranker, query, pool, rows, self.tuning
+            )
             if notice:
                 out_notices.append(notice)
         clock.lap("rerank", t)
@@ -273,7 +255,7 @@ class SearchEngine:
                 exact_ids = exact_chunk_ids(reads, package, ident)
             rules = usage_rules_lead(reads, package, [*ranked, *fused]) if usage else []
             final = list(dict.fromkeys([*exact_ids, *rules, *ranked]))[:limit]
-            return self._hits(rows.get(final), fts_ids, vec_ids, pool, scores, set(exact_ids))
+            return hits_from_rows(rows.get(final), fts_ids, vec_ids, pool, scores, set(exact_ids))
 
         hits = await asyncio.to_thread(answer)
         if not hits:
@@ -287,13 +269,15 @@ class SearchEngine:
         with the bounded authority of one package's pool; exact identifier hits keep the
         head, `final_rank` is renumbered. Degrades as `search` does: the order given."""
         if self.reranker is None:
-            return tuple(hits), self._rerank_absent()
+            return tuple(hits), self._reranking.absent()
         head = [h for h in hits if h.exact]
         rest = [h for h in hits if not h.exact]
         if len(rest) < 2:
             return tuple(hits), None
         ids = [h.chunk_id for h in rest]
-        ranked, scores, notice = await self._rerank(query, ids, Rows(self.store))
+        ranked, scores, notice = await self._reranking.rerank(
+            self.reranker, query, ids, Rows(self.store), self.tuning
+        )
         by_id = {h.chunk_id: h for h in rest}
         moved = [evolve(by_id[cid], rerank_score=scores.get(cid)) for cid in ranked]
         out = [*head, *moved]
@@ -304,7 +288,7 @@ class SearchEngine:
 
         def lookup() -> list[Hit]:
             ids = exact_chunk_ids(self.store.session().chunks, package, ident)
-            return self._hits(self.store.hydrate(ids), [], [], [], {}, set(ids))
+            return hits_from_rows(self.store.hydrate(ids), [], [], [], {}, set(ids))
 
         return tuple(await asyncio.to_thread(lookup))
 
@@ -378,38 +362,16 @@ class SearchEngine:
         again = [cid for cid, _ in found]
         return self._fuse(fts_ids, again, shape, depth, anchored), again
 
-    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
+    def _learned(self, arms: ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         """The first `learned_depth` fused ids in the learned order, the rest after them."""
         pool = self._candidates(arms, fused, rows)
-        ordered = learned_order(
-            arms.plan.shape, arms.plan.fts_text, pool, self.tuning.learned_weight
-        )
-        return list(dict.fromkeys([*ordered, *fused]))
+        return reordered(arms, fused, pool, self.tuning.learned_weight)
 
-    def _candidates(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[Candidate]:
-        head = fused[: self.tuning.learned_depth]
-        stored = self.store.session().chunks.stored_vectors(arms.package, head)
-        query = np.asarray(arms.vector, dtype=np.float32).reshape(-1)
-        place = {cid: n for n, cid in enumerate(fused, start=1)}
-        read = rows.get(head)
-        said: dict[str, AnchorEvidence] = {}
-        if self.anchors is not None and self.tuning.anchor_features:
-            refs = tuple(dict.fromkeys(row.ref for row in read))
-            said = self.anchors.describe(arms.package, refs, arms.vector)
-        return [
-            Candidate(
-                row=row,
-                fused_rank=place[row.id],
-                fts_rank=_rank(arms.fts_ids, row.id),
-                vec_rank=_rank(arms.vec_ids, row.id),
-                cosine=_cosine(query, stored.get(row.id)),
-                bm25=arms.bm25.get(row.id),
-                judge=(arms.judged or {}).get(row.id),
-                anchor_text=said[row.ref].text if row.ref in said else None,
-                anchor_cosine=said[row.ref].cosine if row.ref in said else None,
-            )
-            for row in read
-        ]
+    def _candidates(self, arms: ArmsSaw, fused: list[int], rows: Rows) -> list[Candidate]:
+        t = self.tuning
+        anchors = self.anchors if t.anchor_features else None
+        reads = self.store.session().chunks
+        return candidates(reads, arms, fused, rows, depth=t.learned_depth, anchors=anchors)
 
     def _keyword(self, package: str, query: str, examples_only: bool) -> list[tuple[int, float]]:
         phrases = to_phrases(query)
@@ -468,77 +430,3 @@ class SearchEngine:
         )
         clock.lap("vec", t)
         return [cid for cid, _ in found], None, vector
-
-    async def _judge(
-        self, query: str, ids: list[int], read: Rows
-    ) -> tuple[dict[int, float], Notice | None]:
-        """The reranker's scores of these candidates (empty when it cannot give them)."""
-        if len(ids) < 2:
-            return {}, None
-        _, scores, notice = await self._rerank(query, ids, read)
-        return scores, notice
-
-    async def _rerank(
-        self, query: str, pool: list[int], read: Rows
-    ) -> tuple[list[int], dict[int, float], Notice | None]:
-        if self.reranker is None:
-            return pool, {}, self._rerank_absent()
-        rows = await asyncio.to_thread(read.get, pool)
-        passages = [passage(r, self.tuning.rerank_chars) for r in rows]
-        try:
-            raw = await self.reranker.score(query, passages)
-        except ModelUnavailable as exc:
-            # Not on this machine yet (or being fetched): the state of a fresh install, not
-            # a failure. Asked again on every answer, so reranking starts once it arrives.
-            return pool, {}, self._rerank_absent(exc)
-        except Exception as exc:  # noqa: BLE001 - an optional stage must not fail the answer
-            self._warn_once(f"rerank failed: {exc}", exc)
-            return pool, {}, notices.rerank_failed(str(exc) or type(exc).__name__)
-        problem = unusable_scores(raw, len(rows))
-        if problem is not None:
-            self._warn_once(f"rerank failed: {problem}")
-            return pool, {}, notices.rerank_failed(problem)
-        ids = [r.id for r in rows]
-        scores = dict(zip(ids, (float(s) for s in raw), strict=True))
-        if self.tuning.rerank_authority == "full":
-            return sorted(ids, key=lambda i: -scores[i]), scores, None
-        return rerank_fuse(ids, [scores[i] for i in ids]), scores, None
-
-    def _hits(
-        self,
-        rows: Sequence[ChunkRow],
-        fts_ids: list[int],
-        vec_ids: list[int],
-        pool: list[int],
-        scores: dict[int, float],
-        exact_ids: set[int],
-    ) -> list[Hit]:
-        hits = []
-        for final_rank, row in enumerate(rows, start=1):
-            hit = hit_from_row(row)
-            cid = row.id
-            hits.append(
-                evolve(
-                    hit,
-                    fts_rank=_rank(fts_ids, cid),
-                    vec_rank=_rank(vec_ids, cid),
-                    fused_rank=_rank(pool, cid),
-                    rerank_score=scores.get(cid),
-                    final_rank=final_rank,
-                    exact=cid in exact_ids,
-                )
-            )
-        return hits
-
-
-def _cosine(query: npt.NDArray[np.float32], stored: npt.ArrayLike | None) -> float | None:
-    if stored is None:
-        return None
-    return float(query @ np.asarray(stored, dtype=np.float32).reshape(-1))
-
-
-def _rank(ids: list[int], cid: int) -> int | None:
-    try:
-        return ids.index(cid) + 1
-    except ValueError:
-        return None

@@ -1,5 +1,5 @@
 """What the cross-encoder is given (each chunk as a passage) and what of its output can be
-used (one finite score per passage). Pure; the engine calls the reranker."""
+used (one finite score per passage). Pure; `rerank_stage.py` calls the reranker."""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from attrs import evolve
+
 from hexlocal_core.index.rows import ChunkRow
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.model import Hit
@@ -44,3 +46,35 @@ def hit_from_row(row: ChunkRow) -> Hit:
         source=row.source,
         has_example=row.has_example,
     )
+
+
+def hits_from_rows(
+    rows: Sequence[ChunkRow],
+    fts_ids: list[int],
+    vec_ids: list[int],
+    pool: list[int],
+    scores: dict[int, float],
+    exact_ids: set[int],
+) -> list[Hit]:
+    """The rows as hits in that order, each with where it stood in each arm, the fused
+    pool and the reranker's scores."""
+    return [
+        evolve(
+            hit_from_row(row),
+            fts_rank=place(fts_ids, row.id),
+            vec_rank=place(vec_ids, row.id),
+            fused_rank=place(pool, row.id),
+            rerank_score=scores.get(row.id),
+            final_rank=final_rank,
+            exact=row.id in exact_ids,
+        )
+        for final_rank, row in enumerate(rows, start=1)
+    ]
+
+
+def place(ids: list[int], cid: int) -> int | None:
+    """Where `cid` stands in `ids`, from 1; None when it is not there."""
+    try:
+        return ids.index(cid) + 1
+    except ValueError:
+        return None

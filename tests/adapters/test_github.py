@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hexlocal_core.adapters.github import GitHubIssues, reset_time
-from hexlocal_core.adapters.http import RetryPolicy
+from hexlocal_core.adapters.http_policy import RetryPolicy
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import RateLimited, RemoteError, UserInputError
 from hexlocal_core.issues import (

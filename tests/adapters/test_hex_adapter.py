@@ -17,7 +17,7 @@ import pytest
 
 from hexlocal_core.adapters import hex as hexmod
 from hexlocal_core.adapters.hex import HexClient, parse_package_info
-from hexlocal_core.adapters.http import TooLarge, read_capped
+from hexlocal_core.adapters.http_body import TooLarge, read_capped
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import PackageNotFound, RateLimited, RemoteError, VersionNotFound
 from hexlocal_core.issues import repo_from_links

@@ -14,15 +14,8 @@ from aiohttp import web
 
 from hexlocal_core.adapters.github import GitHubIssues
 from hexlocal_core.adapters.hex import HexClient
-from hexlocal_core.adapters.http import (
-    Failure,
-    HttpClient,
-    Retry,
-    RetryPolicy,
-    join_url,
-    parse_retry_after,
-    reset_at,
-)
+from hexlocal_core.adapters.http import Failure, HttpClient, Retry, join_url
+from hexlocal_core.adapters.http_policy import RetryPolicy, parse_retry_after, reset_at
 from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import RateLimited, RemoteError

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hexlocal_core.adapters.http import HttpClient, RetryPolicy
+from hexlocal_core.adapters.http import HttpClient
+from hexlocal_core.adapters.http_policy import RetryPolicy
 from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import RateLimited, RemoteError

@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 from hexlocal_cli.main import cli
 from hexlocal_cli.mcp_clients import CLIENTS, Scope
 from hexlocal_cli.mcp_config_cmd import server_command
-from hexlocal_core.config import SERVER_ENV_EXTRA
+from hexlocal_core.client_env import SERVER_ENV_EXTRA
 
 pytestmark = pytest.mark.integration
 

@@ -341,7 +341,7 @@ def client_for(
     2 s honoured, and `sleep` (a recorder, say) instead of asyncio.sleep when given. Other
     options go to HexClient as they are (`retry=` replaces the whole policy)."""
     from hexlocal_core.adapters.hex import HexClient
-    from hexlocal_core.adapters.http import RetryPolicy
+    from hexlocal_core.adapters.http_policy import RetryPolicy
 
     policy = RetryPolicy(attempts=attempts, base_s=FAST_BACKOFF_S, max_retry_after_s=2.0)
     if sleep is not None:

@@ -217,7 +217,7 @@ def otp_client_for(
     **options: Any,
 ) -> OtpDocsClient:
     """An OtpDocsClient with millisecond backoff (and `sleep` recording the waits)."""
-    from hexlocal_core.adapters.http import RetryPolicy
+    from hexlocal_core.adapters.http_policy import RetryPolicy
     from hexlocal_core.adapters.otp_docs import OtpDocsClient
 
     policy = RetryPolicy(attempts=attempts, base_s=FAST_BACKOFF_S, max_retry_after_s=2.0)

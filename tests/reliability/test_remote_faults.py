@@ -26,7 +26,7 @@ from mcp_types import TextContent
 
 from hexlocal_core.adapters.github import GitHubIssues
 from hexlocal_core.adapters.hex import HexClient
-from hexlocal_core.adapters.http import RetryPolicy
+from hexlocal_core.adapters.http_policy import RetryPolicy
 from hexlocal_core.adapters.openai_api import OpenAIChat, OpenAIEmbedder
 from hexlocal_core.config import Settings
 from hexlocal_core.index.sqlite.db import connect

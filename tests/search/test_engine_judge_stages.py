@@ -16,7 +16,8 @@ from hexlocal_core.index.sqlite.store import Store
 from hexlocal_core.ports import Reranker, Vectors
 from hexlocal_core.search import learned_rank
 from hexlocal_core.search.anchor_arm import AnchorEvidence, AnchorRanking
-from hexlocal_core.search.engine import SearchEngine, SearchOutcome, _ArmsSaw
+from hexlocal_core.search.engine import SearchEngine, SearchOutcome
+from hexlocal_core.search.learned_stage import ArmsSaw
 from hexlocal_core.search.rows import Rows
 from hexlocal_core.search.tuning import POOL, SearchTuning
 from tests.support.helpers import HashingEmbedder, ScriptedReranker
@@ -38,7 +39,7 @@ class Recording(SearchEngine):
 
     pools: list[list[learned_rank.Candidate]]
 
-    def _learned(self, arms: _ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
+    def _learned(self, arms: ArmsSaw, fused: list[int], rows: Rows) -> list[int]:
         self.pools.append(self._candidates(arms, fused, rows))
         return super()._learned(arms, fused, rows)
 
