@@ -31,9 +31,10 @@ from pathlib import Path
 from attrs import evolve, frozen
 
 from hexlocal_core.cancel import checkpoint
-from hexlocal_core.ingest.beam import read_beam_docs
+from hexlocal_core.ingest.beam import HEXDOCS, read_beam_docs
 from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
 from hexlocal_core.ingest.beam_file import MAX_BEAM_BYTES, BeamSkipped, read_capped, real_path
+from hexlocal_core.ingest.beam_sources import BuildApp
 from hexlocal_core.ingest.docs_chunk import BeamDocs
 from hexlocal_core.model import DocItem, DocType
 
@@ -63,9 +64,10 @@ class ElixirWrapper:
 
     title: str  # "Process.monitor/1"
     doc: str  # its doc, as markdown
+    url: str  # its page on hexdocs, at the installed version
 
     def section(self) -> str:
-        return f"## In Elixir: `{self.title}`\n\n{clip_doc(self.doc)}"
+        return f"## In Elixir: [`{self.title}`]({self.url})\n\n{clip_doc(self.doc)}"
 
 
 # OTP function, as ExDoc titles it ("erlang.monitor/2") -> the Elixir functions wrapping it.
@@ -109,17 +111,18 @@ def _words(name: str) -> set[str]:
     return {w for w in _WORD_BREAK.split(name) if w}
 
 
-def wrappers_in(ebins: Sequence[Path]) -> Wrappers:
-    """The OTP functions the modules in `ebins` wrap (see the module doc); unreadable beams
-    are skipped, and nothing raises for a missing folder."""
+def wrappers_in(apps: Sequence[BuildApp]) -> Wrappers:
+    """The OTP functions the modules of Elixir's `apps` wrap (see the module doc);
+    unreadable beams are skipped, and nothing raises for a missing folder."""
     found: dict[str, list[ElixirWrapper]] = {}
-    for ebin in ebins:
-        root = real_path(ebin)
+    for app in apps:
+        root = real_path(app.ebin)
         if root is None or not root.is_dir():
             continue
+        docs_url = f"{HEXDOCS}/{app.app}/{app.version}"
         for path in sorted(root.glob("Elixir.*.beam"))[:MAX_BEAMS]:
             checkpoint()
-            for key, wrapper in _module_wrappers(path, root):
+            for key, wrapper in _module_wrappers(path, root, docs_url):
                 found.setdefault(key, []).append(wrapper)
     return {
         key: tuple(sorted(wrappers, key=lambda w: w.title)[:MAX_WRAPPERS])
@@ -127,7 +130,7 @@ def wrappers_in(ebins: Sequence[Path]) -> Wrappers:
     }
 
 
-def _module_wrappers(path: Path, root: Path) -> list[tuple[str, ElixirWrapper]]:
+def _module_wrappers(path: Path, root: Path, docs_url: str) -> list[tuple[str, ElixirWrapper]]:
     try:
         data = read_capped(path, MAX_BEAM_BYTES, root)
         docs = read_beam_docs(data)
@@ -137,7 +140,14 @@ def _module_wrappers(path: Path, root: Path) -> list[tuple[str, ElixirWrapper]]:
     documented = _documented(docs)
     module = docs.module.removeprefix("Elixir.")
     return [
-        (key, ElixirWrapper(f"{module}.{caller}", documented[_name_arity(caller)]))
+        (
+            key,
+            ElixirWrapper(
+                f"{module}.{caller}",
+                documented[_name_arity(caller)],
+                f"{docs_url}/{module}.html#{caller}",
+            ),
+        )
         for key, caller in wrapped_calls(calls, documented).items()
     ]
 

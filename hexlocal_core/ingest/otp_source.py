@@ -279,7 +279,7 @@ class OtpSource:
             return "", {}
         ebins = tuple(lib.ebin for lib in found)
         if self._wrappers is None or self._wrappers[0] != ebins:
-            wrappers = await in_worker(lambda: wrappers_in(ebins))
+            wrappers = await in_worker(lambda: wrappers_in(found))
             self._wrappers = (ebins, found[0].version, wrappers)
         return self._wrappers[1], self._wrappers[2]
 

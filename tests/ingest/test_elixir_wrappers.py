@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hexlocal_core.ingest.beam import items_from_beam_dir
+from hexlocal_core.ingest.beam_sources import BuildApp
 from hexlocal_core.ingest.elixir_wrappers import (
     MAX_DOC_CHARS,
     ElixirWrapper,
@@ -57,9 +58,10 @@ end
 
 
 @pytest.fixture(scope="module")
-def elixir_ebin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def elixir_app(tmp_path_factory: pytest.TempPathFactory) -> BuildApp:
     top = tmp_path_factory.mktemp("elixir_home")
-    return compile_app(top, "elixir", {"lib/clock.ex": CLOCK_EX}, vsn="1.18.4")
+    ebin = compile_app(top, "elixir", {"lib/clock.ex": CLOCK_EX}, vsn="1.18.4")
+    return BuildApp("elixir", "1.18.4", ebin)
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +70,9 @@ def erts27(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_documented_function_making_one_otp_call_it_shares_a_word_with_wraps_it(
-    elixir_ebin: Path,
+    elixir_app: BuildApp,
 ) -> None:
-    wrappers = wrappers_in([elixir_ebin])
+    wrappers = wrappers_in([elixir_app])
     assert {key: [w.title for w in found] for key, found in wrappers.items()} == {
         "erlang.monotonic_time/0": ["Hexlocal.Clock.monotonic_time/0"],
         "erlang.process_flag/2": ["Hexlocal.Clock.flag/2"],  # its guard is not a call
@@ -82,23 +84,25 @@ def test_a_documented_function_making_one_otp_call_it_shares_a_word_with_wraps_i
 
 def test_folders_that_hold_no_beams_give_no_wrappers(tmp_path: Path) -> None:
     (tmp_path / "Elixir.Broken.beam").write_bytes(b"FOR1\x00\x00\x00\x04BEAM")
-    assert wrappers_in([tmp_path, tmp_path / "missing"]) == {}
+    apps = [BuildApp("elixir", "1.18.4", tmp_path), BuildApp("logger", "1.18.4", tmp_path / "x")]
+    assert wrappers_in(apps) == {}
 
 
 def test_an_otp_function_gains_its_wrappers_docs_after_its_own(
-    erts27: Path, elixir_ebin: Path
+    erts27: Path, elixir_app: BuildApp
 ) -> None:
     items = items_from_beam_dir(
         erts27 / "ebin", package="erts", version="15.2.7", link=otp_link("erts", 27)
     ).items
-    wrapped = {i.ref: i for i in with_wrappers(items, wrappers_in([elixir_ebin]))}
+    wrapped = {i.ref: i for i in with_wrappers(items, wrappers_in([elixir_app]))}
     before = {i.ref: i for i in items}
 
     monotonic = wrapped["erlang.html#monotonic_time/0"]
     own = before["erlang.html#monotonic_time/0"].markdown.rstrip()
     assert monotonic.markdown.startswith(own)
     assert monotonic.markdown[len(own) :] == (
-        "\n\n## In Elixir: `Hexlocal.Clock.monotonic_time/0`\n\n"
+        "\n\n## In Elixir: [`Hexlocal.Clock.monotonic_time/0`]"
+        "(https://hexdocs.pm/elixir/1.18.4/Hexlocal.Clock.html#monotonic_time/0)\n\n"
         "Reads the hexlocal test clock, which never goes backwards."
     )
     # Nothing else changes: other functions, and a type of the same name and arity.
@@ -112,7 +116,7 @@ def test_an_otp_function_gains_its_wrappers_docs_after_its_own(
 
 
 def test_a_long_wrapper_doc_is_clipped_at_a_word() -> None:
-    wrapper = ElixirWrapper("Process.monitor/1", "word " * 400)
+    wrapper = ElixirWrapper("Process.monitor/1", "word " * 400, "https://example.test/p")
     section = wrapper.section()
     body = section.split("\n\n", 1)[1]
     assert len(body) <= MAX_DOC_CHARS + len(" ...") and body.endswith("word ...")

@@ -255,7 +255,8 @@ async def test_elixirs_words_for_an_otp_function_find_it_and_name_the_wrapper(
         found = await s.search_docs("erts", query, mode="fts")
         top = found.hits[0]
         assert top.ref == "erlang.html#monotonic_time/0"
-        assert "## In Elixir: `Hexlocal.Clock.monotonic_time/0`" in top.content
+        link = "https://hexdocs.pm/elixir/1.18.4/Hexlocal.Clock.html#monotonic_time/0"
+        assert f"## In Elixir: [`Hexlocal.Clock.monotonic_time/0`]({link})" in top.content
         docs = await s.get_docs("erts", "erlang:monotonic_time/0")
         text = "".join(h.content for h in docs.hits)
         assert text.index("Erlang monotonic time") < text.index("## In Elixir")  # its own first
