@@ -86,12 +86,11 @@ def wrapped_calls(calls: ModuleCalls, documented: Mapping[tuple[str, int], str])
         m = _CALLER.match(caller)
         if m is None or (m["name"], int(m["arity"])) not in documented:
             continue
-        made = {c for c in made if not _incidental(c)}
-        erlang = {c for c in made if _is_erlang(c[0])}
-        if len(erlang) != 1 or len(made) != 1:
+        counted = [c for c in made if not _incidental(c)]
+        if len(counted) != 1:
             continue
-        module, function, arity = next(iter(erlang))
-        if _words(function) & _words(m["name"]):
+        ((module, function, arity),) = counted
+        if _is_erlang(module) and _words(function) & _words(m["name"]):
             wrapped.setdefault(f"{module}.{function}/{arity}", caller)
     return wrapped
 
