@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from hexlocal_core.evaluation import EvalQuery, load_queries, ref_matches
-from hexlocal_core.ingest.exdoc_search import load_search_index
-from hexlocal_core.ingest.hexdocs import parse_hexdocs
-from hexlocal_core.ingest.tarball import read_docs_tarball
-from hexlocal_core.model import DocItem
-from tests.support.paths import HEXDOCS, REPO_ROOT, SHARED
+from tests.support.eval_docs import assert_pasted_output, hex_items, published_refs
+from tests.support.paths import REPO_ROOT, SHARED
 
 BUNDLED = REPO_ROOT / "eval" / "queries.jsonl"
 AGENT = REPO_ROOT / "eval" / "heldout_agent.jsonl"
@@ -65,24 +61,6 @@ def _holding(kind: str) -> list[Path]:
     return [p for p in ALL_SETS if p.is_file() and any(q.kind == kind for q in load_queries(p))]
 
 
-@cache
-def _files(package: str, version: str) -> dict[str, bytes]:
-    tarball = HEXDOCS / f"{package}-{version}.tar.gz"
-    return dict(read_docs_tarball(tarball.read_bytes(), max_bytes=200 * 1024 * 1024))
-
-
-@cache
-def _published_refs(package: str, version: str) -> frozenset[str]:
-    index = load_search_index(_files(package, version))
-    assert index is not None, f"{package} {version} has no ExDoc search index"
-    return frozenset(raw.ref for raw in index.items)
-
-
-@cache
-def _items(package: str, version: str) -> tuple[DocItem, ...]:
-    return parse_hexdocs(_files(package, version), package=package, version=version).items
-
-
 def _sets() -> list[Path]:
     return [path for path in ALL_SETS if path.is_file()]
 
@@ -94,8 +72,8 @@ def _queries() -> list[tuple[str, EvalQuery]]:
 @pytest.mark.parametrize(("source", "query"), _queries(), ids=lambda v: getattr(v, "id", v))
 def test_expected_refs_exist_in_the_tarball(corpus: Path, source: str, query: EvalQuery) -> None:
     assert query.version is not None, f"{source}: {query.id} must pin the tarball version"
-    published = _published_refs(query.package, query.version)
-    items = _items(query.package, query.version)
+    published = published_refs(query.package, query.version)
+    items = hex_items(query.package, query.version)
     if query.expect.form == "page":
         page = query.expect.targets[0]
         assert any(ref.split("#", 1)[0] == page for ref in published), f"no page {page}"
@@ -161,11 +139,7 @@ def test_tasks_do_not_name_the_function_that_answers_them(path: Path) -> None:
 @pytest.mark.parametrize("path", _holding("error"), ids=lambda p: p.name)
 def test_errors_are_pasted_output_not_questions(path: Path) -> None:
     # What an agent pastes is the printed message, often with PIDs, paths and line numbers.
-    errors = [q for q in load_queries(path) if q.kind == "error"]
-    noisy = [q for q in errors if re.search(r"#PID<|#Reference<|\.exs?:\d+|\d{4,}ms", q.query)]
-    assert len(noisy) >= len(errors) // 2, "at least half carry realistic noise"
-    for query in errors:
-        assert not query.query.rstrip().endswith("?"), f"{query.id} reads like a question"
+    assert_pasted_output([q for q in load_queries(path) if q.kind == "error"])
 
 
 def test_confirmation_set_is_tasks_over_enough_packages() -> None:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from hexlocal_core.evaluation import EvalQuery, load_queries, ref_matches
-from hexlocal_core.ingest.otp_tarball import app_items
-from hexlocal_core.model import DocItem
-from tests.support.paths import CORPUS, REPO_ROOT, SHARED
+from tests.support.eval_docs import assert_pasted_output, otp_items
+from tests.support.paths import REPO_ROOT, SHARED
 
 OTP_SET = REPO_ROOT / "eval" / "otp.jsonl"
 OTP_SECOND = REPO_ROOT / "eval" / "otp_second.jsonl"
@@ -29,14 +27,7 @@ HELD_OUT: dict[Path, tuple[dict[str, int], int]] = {
     OTP_SECOND: ({"task": 24, "error": 20, "symbol": 16}, 4),
     OTP_THIRD: ({"task": 26, "error": 14, "symbol": 10}, 3),
 }
-TARBALL = CORPUS / "otp" / "otp_doc_html_27.3.4.1.tar.gz"
 _ID = re.compile(r"^(?P<prefix>otp[23]?)-(?P<package>[a-z_]+)-(?P<kind>[tes])-\d{2}$")
-
-
-@cache
-def _items(app: str, version: str) -> tuple[DocItem, ...]:
-    parsed = app_items(TARBALL.read_bytes(), app, version=version, otp_major=27)
-    return tuple(parsed.items)
 
 
 def _queries(path: Path = OTP_SET) -> list[EvalQuery]:
@@ -50,7 +41,7 @@ def _all_queries() -> list[EvalQuery]:
 @pytest.mark.parametrize("query", _all_queries(), ids=lambda q: q.id)
 def test_expected_refs_are_items_of_the_release(corpus: object, query: EvalQuery) -> None:
     assert query.version is not None
-    items = _items(query.package, query.version)
+    items = otp_items(query.package, query.version)
     refs = {i.ref for i in items}
     missing = [t for t in query.expect.targets if t not in refs]
     assert not missing, f"{query.id}: not in {query.package} {query.version}: {missing}"
@@ -108,8 +99,4 @@ def test_held_out_set_is_spread_and_copies_no_other_set(path: Path) -> None:
 
 @pytest.mark.parametrize("path", HELD_OUT, ids=lambda p: p.name)
 def test_held_out_set_errors_are_pasted_output_not_questions(path: Path) -> None:
-    errors = [q for q in _queries(path) if q.kind == "error"]
-    noisy = [q for q in errors if re.search(r"#PID<|#Reference<|\.exs?:\d+|\d{4,}ms", q.query)]
-    assert len(noisy) >= len(errors) // 2, "at least half carry realistic noise"
-    for query in errors:
-        assert not query.query.rstrip().endswith("?"), f"{query.id} reads like a question"
+    assert_pasted_output([q for q in _queries(path) if q.kind == "error"])
