@@ -54,7 +54,9 @@ def diff_command(
     docs changes, by module.
 
     FROM defaults to what mix.lock pins (else the indexed version), TO to the latest
-    stable release. Both versions' docs are read in memory; the index is not changed.
+    stable release. An OTP application's versions are OTP releases (`hexlocal diff
+    stdlib OTP-27.3.4.1 OTP-28.0`; FROM defaults to the project's OTP, TO must be
+    given). Both versions' docs are read in memory; the index is not changed.
     """
 
     async def work(service: Hexlocal) -> VersionDiff:

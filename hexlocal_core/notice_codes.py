@@ -121,6 +121,11 @@ class NoticeCode(StrEnum):
     # -- versions compared: diff_versions, upgrade_impact ---------------------------------
     SAME_VERSION = "same_version"
     """Both sides of the comparison are the same version."""
+    READERS_DIFFER = "readers_differ"
+    """The two versions were read from different sources (an OTP install's beams and a
+    release's doc tarball), whose texts never match word for word: only the API is
+    compared (entries with docs added, removed, deprecated, re-signed), not docs text or
+    guides."""
     NO_CHANGELOG = "no_changelog"
     """The target version's docs have no changelog page."""
     NOT_LOCKED = "not_locked"

@@ -136,6 +136,7 @@ class Hexlocal:
             registry,
             project_root=settings.project_root,
             max_docs_bytes=settings.max_docs_bytes,
+            otp=otp,
         )
         self._upgrade = UpgradeImpact(
             registry, settings.project_root, settings.max_docs_bytes, otp=otp

@@ -227,7 +227,8 @@ DiffPackage = Annotated[
     Field(
         description=(
             "The Hex package name exactly as in mix.exs / mix.lock, e.g. 'ecto'. Elixir's "
-            "own apps ('elixir', 'ex_unit', ...) need both versions."
+            "own apps ('elixir', 'ex_unit', ...) need both versions; an OTP application "
+            "('stdlib', 'kernel', ...) needs the OTP release to compare with, e.g. 'OTP-28.0'."
         )
     ),
 ]
@@ -235,8 +236,9 @@ FromVersion = Annotated[
     str | None,
     Field(
         description=(
-            "The version upgraded from, e.g. '3.12.5'. Leave it out: the version the "
-            "project's mix.lock pins (else the indexed one)."
+            "The version upgraded from, e.g. '3.12.5' (an OTP release for an OTP "
+            "application, e.g. 'OTP-27.3.4.1'). Leave it out: the version the project's "
+            "mix.lock pins (its OTP for an OTP application; else the indexed one)."
         )
     ),
 ]
@@ -492,8 +494,9 @@ async def diff_versions(
     limit: DiffLimit = bounds.DEFAULT_DIFF_LIMIT,
     offset: DiffOffset = 0,
 ) -> ToolResult:
-    """What changed in a Hex package between two versions: use it before or during an
-    upgrade (bumping a dependency in mix.exs) instead of searching both versions' docs.
+    """What changed in a Hex package (or an OTP application, between two OTP releases)
+    between two versions: use it before or during an upgrade (bumping a dependency in
+    mix.exs, moving to a new OTP) instead of searching both versions' docs.
 
     Lists functions, callbacks, types and modules added, removed, newly deprecated (with
     the message naming the replacement), whose signature changed, and whose docs changed,

@@ -337,3 +337,18 @@ def _request(app: str, vsn: str, items: BeamItems, release: str, lib: str) -> In
 def _major(release: str) -> int:
     head = (parse_otp_release(release) or release).split(".", 1)[0].split("-", 1)[0]
     return int(head) if head.isdigit() else 0
+
+
+def otp_reader(request: IngestRequest) -> str:
+    """Where an OTP app's items were read from, in words (two readers render the same
+    docs differently: `usecases.diff.compared_changes`)."""
+    meta = request.meta or {}
+    if request.source == SourceKind.BEAM.value:
+        return f"the install ({meta.get('lib', 'its beams')})"
+    release = meta.get("otp_release")
+    return f"OTP {release}'s doc tarball" if release else "the release's doc tarball"
+
+
+def docs_base(app: str, release: str) -> str:
+    """Where `app`'s docs of OTP `release` start on erlang.org (its links' common base)."""
+    return otp_link(app, _major(release))("")

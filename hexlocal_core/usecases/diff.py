@@ -1,7 +1,9 @@
 """`diff_versions`: what changed in a package's API between two versions (upgrade work).
 
 Both versions are read from their HexDocs tarballs, parsed in memory by the same readers
-ingestion uses (`ingest/tarball` + `ingest/hexdocs`); nothing is embedded or written, so
+ingestion uses (`ingest/tarball` + `ingest/hexdocs`); an OTP application's versions are
+OTP releases, read by `OtpSource` (the install's beams or `.chunk` files, else the
+release's doc tarball), as `upgrade_impact` reads them. Nothing is embedded or written, so
 the indexed version is never replaced. Each version's summary is kept in a small LRU, so
 paging through one diff (`offset`, `kind`) downloads each tarball once per process.
 
@@ -17,6 +19,7 @@ A module added or removed whole is one entry whose `members` counts what it hold
 from __future__ import annotations
 
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
@@ -29,6 +32,7 @@ from hexlocal_core.bounds import DEFAULT_DIFF_LIMIT, MAX_DIFF_LIMIT, MAX_DIFF_OF
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.exdoc_search import parse_ref
+from hexlocal_core.ingest.otp_source import OtpSource, docs_base, is_otp_app, otp_reader
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource, sha256_text
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
@@ -47,12 +51,14 @@ log = logging.getLogger("hexlocal.diff")
 
 CACHE_VERSIONS = 8  # parsed versions kept per process (a summary is ~0.3 MB for ecto)
 GUIDES = "guides"  # the group of extras pages (README, guides, changelog)
+HEXDOCS_READER = "its HexDocs tarball"  # where a Hex package's versions are read from
 # Versions the project runs: a default `from` taken from these needs no indexed copy.
 _PROJECT_SOURCES = (
     VersionSource.MIX_LOCK,
     VersionSource.BUILD,
     VersionSource.TOOL_VERSIONS,
     VersionSource.ELIXIR_ON_PATH,
+    VersionSource.OTP,  # an OTP application, at the project's OTP release
 )
 
 
@@ -80,6 +86,7 @@ class ApiEntry:
     deprecated: str | None
     doc_hash: str
     hexdocs_url: str
+    documented: bool = True  # it has text of its own, not only a spec
 
     @property
     def is_module(self) -> bool:
@@ -184,6 +191,7 @@ def api_entries(items: Iterable[DocItem]) -> tuple[ApiEntry, ...]:
         if group == GUIDES:
             name = main.title.split(" - ")[-1] if main.title else name
         text = "\n\x00".join(_comparable(i.markdown) for i, _ in members)
+        documented = any(_without_specs(i.markdown).strip() for i, _ in members)
         entries.append(
             ApiEntry(
                 key=key,
@@ -194,9 +202,22 @@ def api_entries(items: Iterable[DocItem]) -> tuple[ApiEntry, ...]:
                 deprecated=main.deprecated,
                 doc_hash=sha256_text(text),
                 hexdocs_url=main.hexdocs_url.split("#")[0] if group == GUIDES else main.hexdocs_url,
+                documented=documented,
             )
         )
     return tuple(entries)
+
+
+# ExDoc's HTML puts an item's spec first, as an Erlang code block; OTP's beams hold none.
+_SPEC_BLOCK = re.compile(
+    r"\A\s*```erlang\n\s*-(?:spec|type|opaque|nominal|callback)\b.*?\n```[ \t]*\n?", re.S
+)
+
+
+def _without_specs(markdown: str) -> str:
+    while (found := _SPEC_BLOCK.match(markdown)) is not None:
+        markdown = markdown[found.end() :]
+    return markdown
 
 
 def _comparable(markdown: str) -> str:
@@ -287,6 +308,45 @@ def diff_entries(old: Sequence[ApiEntry], new: Sequence[ApiEntry]) -> tuple[Chan
     return tuple(sorted(_fold_whole_modules(changes), key=_order))
 
 
+def compared_changes(
+    old: Sequence[ApiEntry], new: Sequence[ApiEntry], *, same_reader: bool = True
+) -> tuple[Change, ...]:
+    """`diff_entries`, or, when the two versions were read from different sources (an OTP
+    install's beams against a release's doc tarball), what both readers can agree on.
+
+    The readers render the same docs differently (the tarball's HTML has specs on top,
+    links as URLs, guides, and entries for undocumented types; the beams have none of
+    these), so across readers docs text and guides are not compared, and only entries
+    with docs of their own count as added or removed.
+    """
+    if same_reader:
+        return diff_entries(old, new)
+    changes = diff_entries(_api_documented(old), _api_documented(new))
+    return tuple(kept for c in changes if (kept := _without_docs_kind(c)) is not None)
+
+
+def _api_documented(entries: Sequence[ApiEntry]) -> list[ApiEntry]:
+    return [e for e in entries if e.group != GUIDES and e.documented]
+
+
+def _without_docs_kind(change: Change) -> Change | None:
+    """The change without its docs part; None when that was all of it (docs changed is
+    the last kind `_changed` picks, so such a change has nothing in `also`)."""
+    if change.kind is ChangeKind.DOCS_CHANGED:
+        return None
+    also = tuple(k for k in change.also if k != ChangeKind.DOCS_CHANGED)
+    return evolve(change, also=also)
+
+
+def readers_notice(name: str, old: str, old_reader: str, new: str, new_reader: str) -> Notice:
+    return Notice(
+        NoticeCode.READERS_DIFFER,
+        f"{name} {old} was read from {old_reader} and {new} from {new_reader}: their texts "
+        "differ in form, so only the API is compared (entries with docs added, removed, "
+        "deprecated or re-signed), not docs text or guides",
+    )
+
+
 def count_kinds(changes: Iterable[Change]) -> dict[str, int]:
     counts = {str(k): 0 for k in KINDS}
     for c in changes:
@@ -325,6 +385,7 @@ def check_paging(kind: str | None, limit: Any, offset: Any) -> tuple[str | None,
 class _Parsed:
     entries: tuple[ApiEntry, ...]
     base_url: str
+    reader: str = HEXDOCS_READER  # where the docs were read from (see compared_changes)
 
 
 @frozen
@@ -344,9 +405,11 @@ class VersionDiffer:
         project_root: Path,
         max_docs_bytes: int,
         cache_size: int = CACHE_VERSIONS,
+        otp: OtpSource | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
+        self._otp = otp
         self._project_root = project_root
         self._max_bytes = max_docs_bytes
         self._cache: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
@@ -368,9 +431,9 @@ class VersionDiffer:
         new = await self._to_side(name, _given(to_version))
         notices = (*old.resolved.notices, *new.resolved.notices)
         docs_url = await self._docs_html_url(name)
-        before = await self._parsed(name, old.resolved.version, docs_url)
+        before = await self._parsed(old.resolved, docs_url)
         same = _same_version(old.resolved.version, new.resolved.version)
-        after = before if same else await self._parsed(name, new.resolved.version, docs_url)
+        after = before if same else await self._parsed(new.resolved, docs_url)
         if same:
             notices += (
                 Notice(
@@ -379,7 +442,16 @@ class VersionDiffer:
                     "compare (FROM TO)",
                 ),
             )
-        changes = () if same else diff_entries(before.entries, after.entries)
+        same_reader = before.reader == after.reader
+        if not same_reader:
+            notices += (
+                readers_notice(
+                    name, old.resolved.version, before.reader, new.resolved.version, after.reader
+                ),
+            )
+        changes = (
+            () if same else compared_changes(before.entries, after.entries, same_reader=same_reader)
+        )
         page, flagged = screen_values(
             page_changes(changes, kind=kind, limit=limit, offset=offset),
             ("name", "from_signature", "to_signature", "deprecated"),
@@ -422,39 +494,64 @@ class VersionDiffer:
                 f"{name} ships with Elixir, so hex.pm lists no latest release of it; pass "
                 "the version to compare with, like 1.18.4"
             )
+        if wanted is None and self._reads_otp(name):
+            raise UserInputError(
+                f"{name} is an OTP application: pass the OTP release to compare with, like "
+                "OTP-27.3.4.1 (its docs come from that release's doc tarball when it is not "
+                "installed)"
+            )
         return _Side(await self._resolve(name, wanted or LATEST))
 
+    def _reads_otp(self, name: str) -> bool:
+        return self._otp is not None and is_otp_app(name)
+
     async def _resolve(self, name: str, wanted: str | None) -> ResolvedVersion:
+        if self._otp is not None and is_otp_app(name):
+            return await self._otp.resolve(name, wanted)
         return await resolve_version(
             name, wanted, project_root=self._project_root, registry=self._registry
         )
 
     async def _docs_html_url(self, name: str) -> str | None:
-        if name in ELIXIR_APPS:
+        if name in ELIXIR_APPS or self._reads_otp(name):
             return None
         try:
             return (await self._registry.package_info(name)).docs_html_url
         except (RemoteError, PackageNotFound):
             return None
 
-    async def _parsed(self, name: str, version: str, docs_html_url: str | None) -> _Parsed:
+    async def _parsed(self, resolved: ResolvedVersion, docs_html_url: str | None) -> _Parsed:
+        name, version = resolved.name, resolved.version
         key = (name, version)
         cached = self._cache.get(key)
         if cached is not None:
             self._cache.move_to_end(key)
             return cached
-        try:
-            data = await self._registry.fetch_docs(name, version)
-        except VersionNotFound as exc:
-            raise await explain_missing_docs(self._registry, name, version, exc) from None
-        max_bytes = self._max_bytes
-        parsed = await in_worker(
-            lambda: _parse(data, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url)
-        )
+        if resolved.source is VersionSource.OTP and self._otp is not None:
+            parsed = await self._otp_parsed(resolved)
+        else:
+            try:
+                data = await self._registry.fetch_docs(name, version)
+            except VersionNotFound as exc:
+                raise await explain_missing_docs(self._registry, name, version, exc) from None
+            max_bytes = self._max_bytes
+            parsed = await in_worker(
+                lambda: _parse(
+                    data, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url
+                )
+            )
         self._cache[key] = parsed
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
         return parsed
+
+    async def _otp_parsed(self, resolved: ResolvedVersion) -> _Parsed:
+        assert self._otp is not None
+        request = await self._otp.read(resolved)  # the install's beams, or the doc tarball
+        entries = await in_worker(lambda: api_entries(request.items))
+        return _Parsed(
+            entries, docs_base(resolved.name, resolved.otp_release or ""), otp_reader(request)
+        )
 
 
 def _given(version: str | None) -> str | None:

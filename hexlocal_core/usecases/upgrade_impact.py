@@ -27,12 +27,20 @@ from typing import Any
 from attrs import frozen
 
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
-from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app
+from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app, otp_reader
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry, ReleaseRequirements
 from hexlocal_core.threads import in_worker
-from hexlocal_core.usecases.diff import ApiEntry, ChangeKind, _entry_key, api_entries, diff_entries
+from hexlocal_core.usecases.diff import (
+    HEXDOCS_READER,
+    ApiEntry,
+    ChangeKind,
+    _entry_key,
+    api_entries,
+    compared_changes,
+    readers_notice,
+)
 from hexlocal_core.usecases.upgrade_changelog import (
     ChangelogVersion,
     RequirementChange,
@@ -139,9 +147,10 @@ class VersionDocs:
     entries: tuple[ApiEntry, ...]
     texts: Texts
     changelog: tuple[ChangelogVersion, ...]
+    reader: str = HEXDOCS_READER  # where the docs were read from (diff.compared_changes)
 
 
-def read_version_docs(items: list[DocItem]) -> VersionDocs:
+def read_version_docs(items: list[DocItem], reader: str = HEXDOCS_READER) -> VersionDocs:
     texts: dict[tuple[str, str], list[str]] = {}
     sections: list[tuple[str, str]] = []
     for item in items:
@@ -153,6 +162,7 @@ def read_version_docs(items: list[DocItem]) -> VersionDocs:
         api_entries(items),
         {key: "\n\n".join(parts) for key, parts in texts.items()},
         tuple(changelog_versions(sections)),
+        reader,
     )
 
 
@@ -214,7 +224,14 @@ class UpgradeImpact:
         notices: tuple[Notice, ...],
     ) -> UpgradeReport:
         same = _same(old.version, new.version)
-        changes = () if same else diff_entries(before.entries, after.entries)
+        same_reader = before.reader == after.reader
+        if not same_reader:
+            notices += (
+                readers_notice(name, old.version, before.reader, new.version, after.reader),
+            )
+        changes = (
+            () if same else compared_changes(before.entries, after.entries, same_reader=same_reader)
+        )
         affected, spared = join(
             changes,
             before.entries,
@@ -306,7 +323,8 @@ class UpgradeImpact:
             return cached
         if resolved.source is VersionSource.OTP and self._otp is not None:
             request = await self._otp.read(resolved)  # the install's beams, or the tarball
-            docs = await in_worker(lambda: read_version_docs(list(request.items)))
+            reader = otp_reader(request)
+            docs = await in_worker(lambda: read_version_docs(list(request.items), reader))
             return self._kept(key, docs)
         try:
             data = await self._registry.fetch_docs(name, version)

@@ -5,14 +5,16 @@ served by a loopback stand-in for erlang/otp's GitHub releases, real SQLite and 
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
 
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import NotFound, UserInputError
+from hexlocal_core.ingest.otp_source import installed_items
 from hexlocal_core.service import Hexlocal, build
+from hexlocal_core.usecases.diff import Change, api_entries, diff_entries
 from tests.fakes.fake_otp import FakeOtpReleases
 from tests.support.elixir import compile_app
 from tests.support.helpers import HashingEmbedder
@@ -212,6 +214,7 @@ CACHE_EX = """defmodule Up.Cache do
   def start, do: :ets.new(:up_cache, [:named_table, :public])
   def find(list, key), do: :lists.keyfind(key, 1, list)
   def later(pid), do: :erlang.send_after(1000, pid, :tick)
+  def grow(array), do: :array.append(:tick, array)
 end
 """
 
@@ -227,10 +230,41 @@ async def test_upgrade_impact_of_an_otp_application_reads_both_releases(
         await svc29.upgrade_impact("stdlib")
     report = (await svc29.upgrade_impact("stdlib", "OTP-27.3.4.1")).to_dict()
     assert (report["from"], report["to"]) == ("8.1.1", "6.2.2.1")
-    sites = {a["identifier"]: a["call_sites"] for a in report["affected"]}
-    assert set(sites) <= {"ets.new/2", "lists.keyfind/3"}  # only what the code calls
-    assert sites and all(c["file"] == "lib/cache.ex" for v in sites.values() for c in v)
-    assert "erlang.send_after/3" not in sites  # erts is another package
+    # OTP 29 from its install's beams, OTP 27 from its doc tarball: two renderings of the
+    # docs, so only the API is compared; the calls whose API did not change are spared
+    affected = {a["identifier"]: a for a in report["affected"]}
+    # (ets.new/2 and lists.keyfind/3 kept their API; erlang.send_after/3 is erts's)
+    assert set(affected) == {"array.append/2"}, affected  # added in OTP 29: gone in 27
+    assert affected["array.append/2"]["change"] == "removed"
+    assert [c["file"] for c in affected["array.append/2"]["call_sites"]] == ["lib/cache.ex"]
+    assert "readers_differ" in [n["code"] for n in report["notices"]]
+
+
+def _api(changes: Iterable[Change]) -> set[tuple[str, str, str]]:
+    return {(str(c.kind), c.module, c.name) for c in changes if c.kind != "docs_changed"}
+
+
+async def test_diff_of_an_otp_application_compares_two_releases_as_one_reader_would(
+    svc29: Hexlocal, otp27: Path, otp29: Path
+) -> None:
+    with pytest.raises(UserInputError, match="OTP release to compare with"):
+        await svc29.diff_versions("stdlib", "OTP-27.3.4.1", None)
+    diff = await svc29.diff_versions("stdlib", "OTP-27.3.4.1", "OTP-29.1.2", limit=200)
+    assert (diff.from_side.version, diff.to_side.version) == ("6.2.2.1", "8.1.1")
+    assert diff.from_side.hexdocs_url == "https://www.erlang.org/docs/27/apps/stdlib/"
+    assert "readers_differ" in [n.code for n in diff.notices]
+    assert diff.counts["docs_changed"] == 0  # the renderings differ, not the docs
+    # The truth: both releases read by one reader, their installs' beams
+    old, new = (
+        installed_items(root / "lib" / f"stdlib-{vsn}", "stdlib", vsn, lambda ref: ref).items
+        for root, vsn in ((otp27, "6.2.2.1"), (otp29, "8.1.1"))
+    )
+    truth = _api(diff_entries(api_entries(old), api_entries(new)))
+    found = _api(diff.changes)
+    assert ("added", "array", "append/2") in truth and truth <= found
+    # what only the tarball documents (a module with no beam in the install's ebin)
+    documented = {item.module for item in old}
+    assert all(kind == "removed" and mod not in documented for kind, mod, _ in found - truth)
 
 
 MONOTONIC_EX = """
