@@ -55,7 +55,7 @@ from hexlocal_core.usecases import packages as packages_uc
 from hexlocal_core.usecases import project_docs as project_docs_uc
 from hexlocal_core.usecases import reindex as reindex_uc
 from hexlocal_core.usecases import usage as usage_uc
-from hexlocal_core.usecases.diff import VersionDiff, VersionDiffer
+from hexlocal_core.usecases.diff import VersionDiff
 from hexlocal_core.usecases.docs import Docs
 from hexlocal_core.usecases.ingest import Ingestion
 from hexlocal_core.usecases.local_sources import LocalSources
@@ -63,6 +63,7 @@ from hexlocal_core.usecases.locate import Locator
 from hexlocal_core.usecases.project_search import ProjectSearch
 from hexlocal_core.usecases.sync import Syncer, SyncProgress, SyncReport
 from hexlocal_core.usecases.upgrade_impact import UpgradeImpact, UpgradeReport
+from hexlocal_core.usecases.version_differ import VersionDiffer
 
 if TYPE_CHECKING:
     from hexlocal_core.evaluation import EvalOptions, EvalQuery, EvalReport

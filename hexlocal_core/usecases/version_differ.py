@@ -1,0 +1,255 @@
+"""`diff_versions`, the use case: resolves both versions, reads each one's items (cached,
+so paging through one diff downloads each tarball once per process), diffs them with the
+pure functions of `usecases.diff` and pages the answer.
+
+Hex packages are read from their HexDocs tarballs; an OTP application's versions are OTP
+releases, read by `OtpSource` (the install's beams or `.chunk` files, else the release's
+doc tarball), as `upgrade_impact` reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from pathlib import Path
+
+from attrs import field, frozen
+
+from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
+from hexlocal_core.index.seam import DocsStore
+from hexlocal_core.ingest.otp_source import OtpSource, docs_base, is_otp_app, otp_reader
+from hexlocal_core.model import Notice, ResolvedVersion, VersionSource
+from hexlocal_core.notice_codes import NoticeCode
+from hexlocal_core.ports import HexRegistry
+from hexlocal_core.screening import screen_values
+from hexlocal_core.threads import in_worker
+from hexlocal_core.usecases.diff import (
+    HEXDOCS_READER,
+    ApiEntry,
+    DiffSide,
+    VersionDiff,
+    api_entries,
+    check_paging,
+    compared_changes,
+    count_kinds,
+    page_changes,
+    readers_notice,
+)
+from hexlocal_core.versions import (
+    ELIXIR_APPS,
+    LATEST,
+    explain_missing_docs,
+    resolve_version,
+    try_parse_version,
+    validate_package_name,
+)
+
+log = logging.getLogger("hexlocal.diff")
+
+CACHE_VERSIONS = 8  # parsed versions kept per process (a summary is ~0.3 MB for ecto)
+# Versions the project runs: a default `from` taken from these needs no indexed copy.
+_PROJECT_SOURCES = (
+    VersionSource.MIX_LOCK,
+    VersionSource.BUILD,
+    VersionSource.TOOL_VERSIONS,
+    VersionSource.ELIXIR_ON_PATH,
+    VersionSource.OTP,  # an OTP application, at the project's OTP release
+)
+
+
+@frozen
+class _Parsed:
+    entries: tuple[ApiEntry, ...]
+    base_url: str
+    reader: str = HEXDOCS_READER  # where the docs were read from (see compared_changes)
+
+
+@frozen
+class _Side:
+    resolved: ResolvedVersion
+    notices: tuple[Notice, ...] = field(factory=tuple)
+
+
+class VersionDiffer:
+    """Resolves both versions, reads each one's items (cached), diffs and pages."""
+
+    def __init__(
+        self,
+        store: DocsStore,
+        registry: HexRegistry,
+        *,
+        project_root: Path,
+        max_docs_bytes: int,
+        cache_size: int = CACHE_VERSIONS,
+        otp: OtpSource | None = None,
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._otp = otp
+        self._project_root = project_root
+        self._max_bytes = max_docs_bytes
+        self._cache: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
+        self._cache_size = cache_size
+
+    async def diff(
+        self,
+        package: str,
+        from_version: str | None,
+        to_version: str | None,
+        *,
+        kind: str | None,
+        limit: int,
+        offset: int,
+    ) -> VersionDiff:
+        kind, limit, offset = check_paging(kind, limit, offset)
+        name = validate_package_name(package)
+        old = await self._from_side(name, _given(from_version))
+        new = await self._to_side(name, _given(to_version))
+        notices = (*old.resolved.notices, *new.resolved.notices)
+        docs_url = await self._docs_html_url(name)
+        before = await self._parsed(old.resolved, docs_url)
+        same = _same_version(old.resolved.version, new.resolved.version)
+        after = before if same else await self._parsed(new.resolved, docs_url)
+        if same:
+            notices += (
+                Notice(
+                    NoticeCode.SAME_VERSION,
+                    f"both sides are {name} {old.resolved.version}; pass the versions to "
+                    "compare (FROM TO)",
+                ),
+            )
+        same_reader = before.reader == after.reader
+        if not same_reader:
+            notices += (
+                readers_notice(
+                    name, old.resolved.version, before.reader, new.resolved.version, after.reader
+                ),
+            )
+        changes = (
+            () if same else compared_changes(before.entries, after.entries, same_reader=same_reader)
+        )
+        page, flagged = screen_values(
+            page_changes(changes, kind=kind, limit=limit, offset=offset),
+            ("name", "from_signature", "to_signature", "deprecated"),
+            lambda c: f"The entry {c.module} {c.name} ({c.to_url or c.from_url})",
+            "the package's docs",
+        )
+        return VersionDiff(
+            package=name,
+            from_side=_side(old.resolved, before.base_url),
+            to_side=_side(new.resolved, after.base_url),
+            counts=count_kinds(changes),
+            changes=tuple(page),
+            kind=kind,
+            limit=limit,
+            offset=offset,
+            notices=notices + tuple(flagged),
+        )
+
+    async def _from_side(self, name: str, wanted: str | None) -> _Side:
+        """`wanted`, else the version the project runs, else the indexed one."""
+        if wanted is not None:
+            return _Side(await self._resolve(name, wanted))
+        try:
+            resolved = await self._resolve(name, None)
+        except (UserInputError, RemoteError):
+            resolved = None
+        if resolved is not None and resolved.source in _PROJECT_SOURCES:
+            return _Side(resolved)
+        indexed = self._store.package(name)
+        if indexed is not None:
+            return _Side(ResolvedVersion(name, indexed.version, VersionSource.INDEXED))
+        raise UserInputError(
+            f"nothing pins {name} here (no mix.lock entry, nothing compiled, nothing indexed), "
+            f"so there is no version to diff from; pass one: `hexlocal diff {name} FROM [TO]`"
+        )
+
+    async def _to_side(self, name: str, wanted: str | None) -> _Side:
+        if wanted is None and name in ELIXIR_APPS:
+            raise UserInputError(
+                f"{name} ships with Elixir, so hex.pm lists no latest release of it; pass "
+                "the version to compare with, like 1.18.4"
+            )
+        if wanted is None and self._reads_otp(name):
+            raise UserInputError(
+                f"{name} is an OTP application: pass the OTP release to compare with, like "
+                "OTP-27.3.4.1 (its docs come from that release's doc tarball when it is not "
+                "installed)"
+            )
+        return _Side(await self._resolve(name, wanted or LATEST))
+
+    def _reads_otp(self, name: str) -> bool:
+        return self._otp is not None and is_otp_app(name)
+
+    async def _resolve(self, name: str, wanted: str | None) -> ResolvedVersion:
+        if self._otp is not None and is_otp_app(name):
+            return await self._otp.resolve(name, wanted)
+        return await resolve_version(
+            name, wanted, project_root=self._project_root, registry=self._registry
+        )
+
+    async def _docs_html_url(self, name: str) -> str | None:
+        if name in ELIXIR_APPS or self._reads_otp(name):
+            return None
+        try:
+            return (await self._registry.package_info(name)).docs_html_url
+        except (RemoteError, PackageNotFound):
+            return None
+
+    async def _parsed(self, resolved: ResolvedVersion, docs_html_url: str | None) -> _Parsed:
+        name, version = resolved.name, resolved.version
+        key = (name, version)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        if resolved.source is VersionSource.OTP and self._otp is not None:
+            parsed = await self._otp_parsed(resolved)
+        else:
+            try:
+                data = await self._registry.fetch_docs(name, version)
+            except VersionNotFound as exc:
+                raise await explain_missing_docs(self._registry, name, version, exc) from None
+            max_bytes = self._max_bytes
+            parsed = await in_worker(
+                lambda: _parse(
+                    data, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url
+                )
+            )
+        self._cache[key] = parsed
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return parsed
+
+    async def _otp_parsed(self, resolved: ResolvedVersion) -> _Parsed:
+        assert self._otp is not None
+        request = await self._otp.read(resolved)  # the install's beams, or the doc tarball
+        entries = await in_worker(lambda: api_entries(request.items))
+        return _Parsed(
+            entries, docs_base(resolved.name, resolved.otp_release or ""), otp_reader(request)
+        )
+
+
+def _given(version: str | None) -> str | None:
+    return version.strip() if version and version.strip() else None
+
+
+def _same_version(a: str, b: str) -> bool:
+    pa, pb = try_parse_version(a), try_parse_version(b)
+    return a == b if pa is None or pb is None else pa == pb
+
+
+def _side(resolved: ResolvedVersion, base_url: str) -> DiffSide:
+    return DiffSide(resolved.version, resolved.source.value, base_url)
+
+
+def _parse(
+    data: bytes, name: str, version: str, *, max_bytes: int, docs_html_url: str | None
+) -> _Parsed:
+    from hexlocal_core.ingest.hexdocs import hexdocs_base_url, parse_hexdocs
+    from hexlocal_core.ingest.tarball import read_docs_tarball
+
+    files = read_docs_tarball(data, max_bytes=max_bytes, package=name)
+    parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=docs_html_url)
+    log.info("diff: read %s %s (%d items)", name, version, len(parsed.items))
+    return _Parsed(api_entries(parsed.items), hexdocs_base_url(name, version, docs_html_url))
