@@ -259,9 +259,17 @@ def show_result(data: dict[str, Any], *, as_json: bool, full: bool) -> None:
         console.print(f"[bold]{rank}. {escape(hit['title'])}[/]{kind}")
         if hit.get("deprecated"):
             console.print(f"   [red]{escape(deprecation(hit['deprecated']))}[/]")
-        console.print(f"   [cyan]{escape(hit.get('path') or hit['hexdocs_url'] or hit['ref'])}[/]")
+        console.print(f"   [cyan]{escape(_where(hit))}[/]")
+        if hit.get("hexdocs_url") and hit.get("local_source"):  # a dep whose source is in deps/
+            console.print(f"   [dim]local: {escape(hit['local_source'])}[/]")
         text = hit["content"] if full else _excerpt(hit["content"])
         console.print(escape(_indent(text)))
+
+
+def _where(hit: dict[str, Any]) -> str:
+    """Where to read more: a project doc's file, the hexdocs URL, else the source file and
+    line (the project's own modules have no URL), else the ref."""
+    return str(hit.get("path") or hit["hexdocs_url"] or hit.get("local_source") or hit["ref"])
 
 
 def _indent(text: str) -> str:

@@ -569,3 +569,29 @@ def test_a_cli_run_waits_for_the_whole_ingestion(monkeypatch: pytest.MonkeyPatch
     settings = common.load_settings()
     assert settings.answer_while_embedding is False
     assert settings.ingest_timeout_ms == common.CLI_INGEST_WAIT_MS
+
+
+# -- the project's own modules ----------------------------------------------------------------
+
+OWN_MODULE = """defmodule MyApp.Limits do
+  @moduledoc "Rate limits for outgoing webhooks."
+
+  @doc "Whether the caller may send another webhook now."
+  def allow?(key), do: key != nil
+end
+"""
+
+
+@pytest.mark.elixir
+async def test_an_own_module_is_shown_by_its_source_file_and_line(cli_env: Path) -> None:
+    from tests.support.elixir import compile_app
+
+    project = cli_env / "project"
+    (project / "mix.exs").write_text("defmodule MyApp.MixProject do\nend\n")
+    compile_app(project, "my_app", {"lib/my_app/limits.ex": OWN_MODULE})
+    shown = await run("get", "MyApp.Limits.allow?/1")
+    assert shown.exit_code == 0, shown.output
+    # the project's own code has no hexdocs URL: where to read more is its file and line
+    # (the line the beam's Docs chunk records for it, as ExDoc's source links use it)
+    assert "lib/my_app/limits.ex:4" in shown.stdout, shown.stdout
+    assert "MyApp.Limits.html#allow?/1" not in shown.stdout
