@@ -268,6 +268,11 @@ class OtpDocsClient(NoLifecycle):
         return RemoteError(f"{what}: GET {url} returned {status} {reason}".rstrip())
 
 
+# A machine that cannot reach the releases (offline, a firewall) has two ways out.
+_OFFLINE_HINT = (
+    "without access to it, install that OTP release (its docs are then read from the "
+    "install) or set OTP_DOCS_MIRROR to a reachable copy of the releases' download folder"
+)
 _MIRROR_HINT = (
     "OTP_DOCS_MIRROR should point at a copy of the releases' download folder "
     f"(laid out as {DEFAULT_OTP_DOCS_MIRROR}/OTP-<vsn>/otp_doc_html_<vsn>.tar.gz), "
@@ -298,7 +303,7 @@ def _failure_error(request: _Request, failure: Failure, timeout_s: float) -> Exc
     if failure.kind == "cut_short":
         return Retry(RemoteError(f"{what}: GET {url} was cut short ({failure.detail})"))
     if failure.kind == "connect":
-        return Retry(RemoteError(f"{what}: GET {url} failed: {failure.detail}"))
+        return Retry(RemoteError(f"{what}: GET {url} failed: {failure.detail}; {_OFFLINE_HINT}"))
     if failure.kind == "redirects":
         return RemoteError(
             f"{what}: GET {url} was {failure.detail} without reaching the tarball "

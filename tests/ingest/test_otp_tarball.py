@@ -450,6 +450,17 @@ async def test_a_stalled_download_fails_in_bounded_time(
     assert otp.cached_bytes == 0
 
 
+async def test_an_unreachable_mirror_says_how_to_do_without_it(tmp_path: Path) -> None:
+    closed = "http://127.0.0.1:9"  # nothing listens there
+    settings = Settings.from_env(
+        {"OTP_DOCS_MIRROR": closed, "PROJECT_ROOT": str(tmp_path), "HEXLOCAL_HTTP_TIMEOUT_S": "5"}
+    )
+    async with otp_client_for(settings, attempts=2) as otp:
+        with pytest.raises(RemoteError, match=r"install that OTP release.*OTP_DOCS_MIRROR") as e:
+            await asyncio.wait_for(otp.fetch_release_docs(RELEASE), timeout=30)
+    assert "gave up after 2 attempts" in str(e.value)
+
+
 async def test_a_body_cut_short_is_retried(otp: OtpDocsClient, fake_otp: FakeOtpReleases) -> None:
     fake_otp.fail("/objects/*", truncate=True)
     with pytest.raises(RemoteError, match="gave up after 3 attempts"):
