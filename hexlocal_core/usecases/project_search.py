@@ -39,6 +39,9 @@ from hexlocal_core.versions import ELIXIR_APPS, validate_package_name
 
 # SearchResult.package of a project-wide answer; each hit names its own package@version.
 ALL_PACKAGES = "project dependencies"
+# ...and its version_source: the lock's packages, and also Elixir's and OTP's apps and the
+# project's own, none of which mix.lock pins.
+PROJECT_VERSIONS = "what the project runs"
 # How many packages one notice names before "and N more" (a 60-package lock stays short).
 NOTICE_NAMES = 12
 # States the sync worker will take up when asked again (queued rows may have no worker in
@@ -113,7 +116,7 @@ class ProjectSearch:
             query=query,
             hits=hits,
             notices=tuple(notices),
-            version_source="mix.lock",
+            version_source=PROJECT_VERSIONS,
             # The engine's stages summed over the packages, then the fusion's own.
             timings_ms={
                 **outcome.timings_ms,

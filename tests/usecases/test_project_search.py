@@ -21,7 +21,7 @@ from hexlocal_core.search.cross_package import fuse_packages, search_many
 from hexlocal_core.search.engine import SearchEngine
 from hexlocal_core.search.tuning import POOL
 from hexlocal_core.service import Hexlocal, build
-from hexlocal_core.usecases.project_search import ALL_PACKAGES, is_searchable
+from hexlocal_core.usecases.project_search import ALL_PACKAGES, PROJECT_VERSIONS, is_searchable
 from tests.fakes.fake_hex import FakeHex, client_for, settings_for
 from tests.support.helpers import (
     HashingEmbedder,
@@ -87,7 +87,7 @@ def labels(hits: tuple[Hit, ...]) -> list[str]:
 
 async def test_a_query_one_package_answers_puts_that_package_first(svc: Hexlocal) -> None:
     result = await svc.search_project_deps("MIME type of a file extension", limit=5, mode="fts")
-    assert result.package == ALL_PACKAGES
+    assert (result.package, result.version_source) == (ALL_PACKAGES, PROJECT_VERSIONS)
     assert result.hits, result.notices
     assert result.hits[0].package == "mime" and result.hits[0].version == "2.0.7"
     for hit in result.hits:  # every hit names the package and the locked version
