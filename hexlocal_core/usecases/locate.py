@@ -25,6 +25,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from hexlocal_core.errors import UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.beam_sources import find_elixir_lib
 from hexlocal_core.ingest.project_code import own_apps
@@ -42,6 +43,19 @@ from hexlocal_core.versions import (
 from hexlocal_core.versions.app_file import app_modules
 
 OTP_ALIASES = frozenset({"erlang", "otp"})  # package names that mean "the OTP apps"
+
+
+def one_otp_app(name: str, example: str) -> str:
+    """`name`, unless it is an alias for all the OTP apps, which a version comparison cannot
+    take (each app has its own versions): then a UserInputError naming the apps to use."""
+    if isinstance(name, str) and name.strip().lower() in OTP_ALIASES:
+        raise UserInputError(
+            f"{name!r} means all the OTP applications, and each has its own versions: name "
+            f"one (erts for the erlang module, kernel, stdlib, ...), like `{example}`"
+        )
+    return name
+
+
 OtpOwners = Mapping[str, tuple[str, ...]]  # module -> the OTP apps whose .app lists it
 # app -> the modules its .app lists (atoms as written: `Elixir.Jason`, `ets`)
 ModuleTable = Mapping[str, frozenset[str]]

@@ -41,6 +41,7 @@ from hexlocal_core.usecases.diff import (
     compared_changes,
     readers_notice,
 )
+from hexlocal_core.usecases.locate import one_otp_app
 from hexlocal_core.usecases.upgrade_changelog import (
     ChangelogVersion,
     RequirementChange,
@@ -188,7 +189,9 @@ class UpgradeImpact:
     async def impact(
         self, package: str, to_version: str | None = None, *, from_version: str | None = None
     ) -> UpgradeReport:
-        name = validate_package_name(package)
+        name = validate_package_name(
+            one_otp_app(package, "hexlocal upgrade-impact stdlib OTP-28.0")
+        )
         rules = KIND_RULES[package_kind(name)]
         mix_root = find_mix_root(self._project_root) or self._project_root
         lock = await in_worker(lambda: _lock_entries(self._project_root))

@@ -35,6 +35,7 @@ from hexlocal_core.usecases.diff import (
     page_changes,
     readers_notice,
 )
+from hexlocal_core.usecases.locate import one_otp_app
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,
@@ -102,7 +103,9 @@ class VersionDiffer:
         offset: int,
     ) -> VersionDiff:
         kind, limit, offset = check_paging(kind, limit, offset)
-        name = validate_package_name(package)
+        name = validate_package_name(
+            one_otp_app(package, "hexlocal diff stdlib OTP-27.3.4.1 OTP-28.0")
+        )
         old = await self._from_side(name, _given(from_version))
         new = await self._to_side(name, _given(to_version))
         notices = (*old.resolved.notices, *new.resolved.notices)

@@ -307,3 +307,14 @@ async def test_without_an_elixir_install_the_otp_docs_are_only_otps(
         assert docs.hits and all("In Elixir" not in h.content for h in docs.hits)
     finally:
         await s.aclose()
+
+
+@pytest.mark.parametrize("alias", ["erlang", "OTP"])
+async def test_a_version_comparison_of_all_the_otp_apps_asks_for_one(
+    svc27: Hexlocal, alias: str
+) -> None:
+    # each app has its own versions: the alias that searches them all cannot be compared
+    with pytest.raises(UserInputError, match="name one .*stdlib"):
+        await svc27.diff_versions(alias, "OTP-27.3.4.1", "OTP-28.0")
+    with pytest.raises(UserInputError, match="name one .*upgrade-impact stdlib"):
+        await svc27.upgrade_impact(alias, "OTP-28.0")
