@@ -236,14 +236,14 @@ def get(first: str, second: str | None, version: str | None, as_json: bool) -> N
 
 
 def show_result(data: dict[str, Any], *, as_json: bool, full: bool) -> None:
-    from hexlocal_mcp.formatting import deprecation
+    from hexlocal_mcp.formatting import deprecation, exact_parts_joined
 
     if as_json:
         common.emit_json(data)
         return
     common.print_notices(data["notices"])
     console = common.out(soft_wrap=True)  # a URL or path stays one piece for the terminal
-    hits = data["results"]
+    hits = exact_parts_joined(data["results"]) if full else data["results"]
     source = f" (from {data['version_source']})" if data.get("version_source") else ""
     version = f" {data['version']}" if data.get("version") else ""
     console.print(

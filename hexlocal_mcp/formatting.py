@@ -19,6 +19,9 @@ from hexlocal_core.ingest.markdown_files import PROJECT_PACKAGE
 from hexlocal_core.model import PackageState
 
 EXCERPT_CHARS = 700
+# get_docs promises an item's whole doc: each item's text up to this, once, not excerpts of
+# its chunks (the longest function docs run to ~10,000 characters: ~2,500 tokens).
+ITEM_CHARS = 12_000
 ISSUE_EXCERPT_CHARS = 300
 # What people and assistants see for the project's own docs. The index stores them under
 # PROJECT_PACKAGE, a key no Hex name can take; that key never leaves hexlocal.
@@ -114,10 +117,35 @@ def notices_block(notices: Iterable[Mapping[str, Any]]) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def search_result(data: Mapping[str, Any]) -> str:
-    """A `SearchResult.to_dict()` as text: notices, a heading, then numbered hits."""
+def exact_parts_joined(hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """An exact lookup's hits with each item's consecutive chunks joined into one: the
+    lookup returns an item's chunks in order (the chunker leaves no overlap), and a
+    reader wants its text once, under one heading."""
+    out: list[dict[str, Any]] = []
+    for hit in hits:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and hit.get("exact")
+            and last.get("exact")
+            and (hit.get("package"), hit.get("ref")) == (last.get("package"), last.get("ref"))
+        ):
+            last["content"] = f"{last['content'].rstrip()}\n\n{hit['content'].strip()}"
+            last["notices"] = [*(last.get("notices") or []), *(hit.get("notices") or [])]
+        else:
+            out.append(dict(hit))
+    return out
+
+
+def search_result(data: Mapping[str, Any], *, whole: bool = False) -> str:
+    """A `SearchResult.to_dict()` as text: notices, a heading, then numbered hits.
+
+    `whole` (get_docs): each item once, its chunks joined, its text up to ITEM_CHARS
+    instead of an excerpt."""
     lines = notices_block(data.get("notices") or [])
     hits: Sequence[Mapping[str, Any]] = data.get("results") or []
+    if whole:
+        hits = exact_parts_joined(hits)
     version = data.get("version") or "?"
     source = f" (version from {data['version_source']})" if data.get("version_source") else ""
     if data.get("ingestion"):
@@ -132,16 +160,20 @@ def search_result(data: Mapping[str, Any]) -> str:
         lines.append(
             f"{data['package']}{shown}{source}: {len(hits)} result(s) for {data['query']!r}"
         )
+    limit = ITEM_CHARS if whole else EXCERPT_CHARS
     for rank, hit in enumerate(hits, start=1):
-        lines.extend(["", *_hit_lines(rank, hit, whose=hit.get("package") != data.get("package"))])
+        whose = hit.get("package") != data.get("package")
+        lines.extend(["", *_hit_lines(rank, hit, whose=whose, limit=limit)])
     return "\n".join(lines).rstrip()
 
 
-def _hit_lines(rank: int, hit: Mapping[str, Any], *, whose: bool = False) -> list[str]:
+def _hit_lines(
+    rank: int, hit: Mapping[str, Any], *, whose: bool = False, limit: int = EXCERPT_CHARS
+) -> list[str]:
     """`whose`: name the hit's package (a project-wide answer mixes packages)."""
     if hit.get("path"):  # a project doc: its file is where to read more
         lines = [f"{rank}. {hit['title']}", f"   file: {hit['path']}"]
-        lines.append(_indent(excerpt(hit.get("content") or "")))
+        lines.append(_indent(excerpt(hit.get("content") or "", limit)))
         return lines
     where = f"{hit['package']}@{hit['version']}" if whose else f"v{hit['version']}"
     kind = "usage rules" if hit.get("source") == "usage_rules" else hit["doc_type"]
@@ -155,7 +187,7 @@ def _hit_lines(rank: int, hit: Mapping[str, Any], *, whose: bool = False) -> lis
         lines.append(f"   local: {hit['local_source']}")
     if hit.get("signature"):
         lines.append(f"   signature: {hit['signature']}")
-    lines.extend(_text_lines(hit.get("content") or "", hit.get("notices"), "   "))
+    lines.extend(_text_lines(hit.get("content") or "", hit.get("notices"), "   ", limit))
     return lines
 
 

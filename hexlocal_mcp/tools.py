@@ -481,7 +481,7 @@ async def get_docs(
     async with reporting_progress(ctx, service) as on_progress:
         result = await service.get_docs(package, identifier, version, progress=on_progress)
     data = result.to_dict()
-    return _answer(data, formatting.search_result(data))
+    return _answer(data, formatting.search_result(data, whole=True))
 
 
 @tool_errors

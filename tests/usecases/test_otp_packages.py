@@ -15,6 +15,7 @@ from hexlocal_core.errors import NotFound, UserInputError
 from hexlocal_core.ingest.otp_source import installed_items
 from hexlocal_core.service import Hexlocal, build
 from hexlocal_core.usecases.diff import Change, api_entries, diff_entries
+from hexlocal_mcp import formatting
 from tests.fakes.fake_otp import FakeOtpReleases
 from tests.support.elixir import compile_app
 from tests.support.helpers import HashingEmbedder
@@ -318,3 +319,17 @@ async def test_a_version_comparison_of_all_the_otp_apps_asks_for_one(
         await svc27.diff_versions(alias, "OTP-27.3.4.1", "OTP-28.0")
     with pytest.raises(UserInputError, match="name one .*upgrade-impact stdlib"):
         await svc27.upgrade_impact(alias, "OTP-28.0")
+
+
+async def test_get_docs_text_gives_an_item_once_and_whole(svc27: Hexlocal) -> None:
+    # the lookup returns the item's chunks in order; an agent reads the text form
+    data = (await svc27.get_docs(None, ":gen_event.send_request/3")).to_dict()
+    parts = [h["content"].strip() for h in data["results"]]
+    assert len(parts) > 1 and {h["ref"] for h in data["results"]} == {
+        "gen_event.html#send_request/3"
+    }
+    text = formatting.search_result(data, whole=True)
+    assert text.count("gen_event.send_request/3 (function") == 1 and "\n2. " not in text
+    shown = "\n".join(line.removeprefix("   ") for line in text.splitlines())  # unindented
+    assert all(part in shown for part in parts)  # every chunk, none cut to an excerpt
+    assert "…" not in text
