@@ -1,6 +1,7 @@
 """`hexlocal doctor`: what is present, what is missing, and the one fix for each.
 
-Checks, in the order a search needs them: settings, the project's mix.lock, the index
+Checks, in the order a search needs them: settings, the project's mix.lock, the
+Erlang/OTP and Elixir installs (and whether the OTP's docs are installed), the index
 database, the models, then the remote services (one short request each, run together).
 Exit 1 when something a search needs is missing: no usable embedder (absent and not
 downloadable, or downloadable from a hub that does not answer), or a database that
@@ -50,7 +51,7 @@ def shown(text: str) -> str:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 def doctor(as_json: bool) -> None:
-    """Check settings, mix.lock, the database, the models and remote services.
+    """Check settings, mix.lock, OTP and Elixir, the database, the models and remote services.
 
     Says what is present, what is missing and the one fix for each. Exits 1 when a
     search cannot work: no usable embedding model (and none can be downloaded), or a
@@ -65,6 +66,7 @@ def doctor(as_json: bool) -> None:
         _install_check(),
         *_settings_checks(settings),
         _lock_check(settings),
+        *_otp_checks(settings),
         *_database_checks(settings),
         *(_model_check(status) for status in models),
     ]
@@ -116,10 +118,18 @@ def _settings_checks(settings: Settings) -> list[Check]:
 
 def _lock_check(settings: Settings) -> Check:
     """The mix.lock that pins the versions: found (from any subfolder)? parsed? how many?"""
-    from hexlocal_core.versions import MalformedLock, find_lock, load_lock
+    from hexlocal_core.versions import MalformedLock, find_lock, find_mix_root, load_lock
 
     root = settings.project_root
     path = find_lock(root)
+    mix_root = find_mix_root(root) if path is None else None
+    if mix_root is not None:  # `mix new` writes no lock until a dependency is fetched
+        return Check(
+            "mix.lock",
+            OK,
+            f"none yet in {mix_root}: the project locks no dependencies (`mix deps.get` "
+            "writes it once it has some)",
+        )
     if path is None:
         return Check(
             "mix.lock",
@@ -149,6 +159,42 @@ def _lock_check(settings: Settings) -> Check:
     first = next(iter(lock.problems.values()))
     detail += f"; {len(lock.problems)} entry(ies) unusable, e.g. {shown(first)}"
     return Check("mix.lock", WARN, detail, "run `mix deps.get` to rewrite the lock")
+
+
+def _otp_checks(settings: Settings) -> list[Check]:
+    """The Erlang/OTP whose docs answer for the OTP apps, and the Elixir for its own apps."""
+    from hexlocal_core.ingest.beam_sources import find_elixir_lib
+    from hexlocal_core.ingest.otp_source import INSTALL_DOCS, installed_docs, otp_paths
+    from hexlocal_core.versions.otp_probe import find_otp
+
+    p = otp_paths(settings)
+    found = asyncio.run(find_otp(p.project_root, otp_root=p.otp_root, path=p.path, home=p.home))
+    said = "; ".join(shown(n.message) for n in found.notices)
+    install = found.install
+    if install is None:
+        fix = (
+            "install Erlang (`erl` on PATH), pin it (`erlang 27.3.4.1` in .tool-versions) or "
+            "set HEXLOCAL_OTP_ROOT; Hex packages do not need it"
+        )
+        checks = [Check("Erlang/OTP", WARN, said or "none found: no OTP docs", fix)]
+    else:
+        how = f", found by {found.how}" if found.how else ""
+        where = installed_docs(install)
+        detail = f"OTP {install.release} at {install.root}{how}; docs {where or 'not installed'}"
+        if where is None:
+            checks = [Check("Erlang/OTP", WARN, detail, INSTALL_DOCS)]
+        elif said:  # a pinned release that is not this one, an ignored HEXLOCAL_OTP_ROOT
+            checks = [Check("Erlang/OTP", WARN, f"{detail}; {said}")]
+        else:
+            checks = [Check("Erlang/OTP", OK, detail)]
+    elixir = find_elixir_lib("elixir", p.elixir_home, path=p.path)
+    if elixir is None:
+        checks.append(
+            Check("Elixir", OK, "none found: Elixir's own docs come from hex.pm's docs tarballs")
+        )
+    else:
+        checks.append(Check("Elixir", OK, f"{elixir.version} at {elixir.ebin.parents[2]}"))
+    return checks
 
 
 def _database_checks(settings: Settings) -> list[Check]:

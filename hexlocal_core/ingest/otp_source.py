@@ -33,6 +33,7 @@ from attrs import evolve, frozen
 from hexlocal_core.config import Settings
 from hexlocal_core.errors import NotFound, UserInputError, VersionNotFound
 from hexlocal_core.ingest.beam import BeamItems, items_from_beam_dir, items_from_chunk_dir
+from hexlocal_core.ingest.beam_file import MAX_BEAM_BYTES, BeamSkipped, chunks_of, read_capped
 from hexlocal_core.ingest.beam_sources import find_elixir_lib
 from hexlocal_core.ingest.elixir_wrappers import WRAPPER_APPS, Wrappers, with_wrappers, wrappers_in
 from hexlocal_core.ingest.otp_links import otp_link
@@ -304,6 +305,20 @@ class OtpSource:
         root = self._paths.project_root
         apps = await in_worker(lambda: project_otp_apps(root, install))
         return tuple((app, install.apps.get(app) if install else None) for app in apps)
+
+
+def installed_docs(install: OtpInstall) -> str | None:
+    """Where the install keeps its docs, told by stdlib's `lists` (`doctor`): "in the beams"
+    (OTP >= 27), "in doc/chunks" (OTP 23-26 with the docs installed), else None."""
+    lib = install.lib_dirs.get("stdlib")
+    if lib is None:
+        return None
+    try:
+        if "Docs" in chunks_of(read_capped(lib / "ebin" / "lists.beam", MAX_BEAM_BYTES)):
+            return "in the beams"
+    except BeamSkipped:
+        pass
+    return "in doc/chunks" if (lib / "doc" / "chunks" / "lists.chunk").is_file() else None
 
 
 def installed_items(lib: Path, app: str, vsn: str, link: Callable[[str], str]) -> BeamItems:

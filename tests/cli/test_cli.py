@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -235,6 +236,29 @@ async def test_doctor_shows_the_values_the_mcp_server_uses(
     assert {c["name"] for c in checks["checks"]} >= {"installation"}
     monkeypatch.setenv("INGEST_TIMEOUT_MS", "40000")
     assert parsed(await run("doctor", "--json"))["settings"]["INGEST_TIMEOUT_MS"] == "40000"
+
+
+async def test_doctor_names_the_otp_and_whether_its_docs_are_installed(
+    cli_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tests.support.otp_corpus import OTP25, OTP27, install
+
+    (cli_env / "project" / "mix.exs").write_text("defmodule A.MixProject do\nend\n")
+    monkeypatch.setenv("HEXLOCAL_OTP_ROOT", str(install(tmp_path_factory, OTP27)))
+    names = {c["name"]: c for c in parsed(await run("doctor", "--json"))["checks"]}
+    otp = names["Erlang/OTP"]
+    assert otp["status"] == "OK" and "OTP 27.3.4.1" in otp["detail"], otp
+    assert "HEXLOCAL_OTP_ROOT" in otp["detail"] and "docs in the beams" in otp["detail"]
+    # `mix new` writes no mix.lock until a dependency is fetched: nothing to fix
+    assert names["mix.lock"]["status"] == "OK" and "none yet" in names["mix.lock"]["detail"]
+
+    bare = cli_env / "otp-bare"  # OTP 25 as Debian's erlang-base leaves it: no docs
+    shutil.copytree(install(tmp_path_factory, OTP25), bare, ignore=shutil.ignore_patterns("doc"))
+    monkeypatch.setenv("HEXLOCAL_OTP_ROOT", str(bare))
+    names = {c["name"]: c for c in parsed(await run("doctor", "--json"))["checks"]}
+    otp = names["Erlang/OTP"]
+    assert otp["status"] == "WARN" and "docs not installed" in otp["detail"], otp
+    assert "erlang-doc" in otp["fix"]
 
 
 # -- help and docs for every command ---------------------------------------------------------
