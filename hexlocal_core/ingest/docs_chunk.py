@@ -18,6 +18,7 @@ from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest import erlang_docs, erlang_html, etf
 from hexlocal_core.ingest.beam_file import BeamSkipped
 from hexlocal_core.ingest.etf import Term
+from hexlocal_core.ingest.exdoc_md import without_attribute_lists
 from hexlocal_core.model import Atom
 from hexlocal_core.untrusted import clip
 
@@ -195,7 +196,7 @@ class _DocReader:
         # English when present, otherwise the first language in a stable order.
         key = b"en" if b"en" in term else min(term, key=repr)
         if not self.html:
-            return _text(term[key], "doc"), False
+            return without_attribute_lists(_text(term[key], "doc")), False
         try:
             text = erlang_html.to_markdown(term[key], module=self.module)
         except IngestError as exc:

@@ -37,6 +37,32 @@ def strip_footer(text: str) -> str:
     return FOOTER.sub("", text)
 
 
+# Kramdown's attribute lists, which ExDoc renders and a reader of the text only trips over:
+# an admonition's class (`> #### Warning {: .warning}`, or `{: .info}` on a line of its
+# own) and OTP's anchors (`[](){: #new_2_read_concurrency }`, in nine of ets:new/2's
+# eleven chunks, some wrapped over two lines). 675 stored chunks of Elixir's, OTP's and
+# Ecto's docs carried them. A class or id starts with a letter, so Elixir's `{:., [], ...}`
+# is not one.
+_ATTRIBUTE_LIST = re.compile(r"[ \t]*(?:\[\]\(\))?\{:\s*(?:[.#][A-Za-z_][\w-]*\s*)+\}")
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)", re.M)
+
+
+def without_attribute_lists(text: str) -> str:
+    """`text` without kramdown attribute lists, except in fenced code (a doc may show the
+    markup itself)."""
+    if "{:" not in text:
+        return text
+    parts: list[str] = []
+    start, in_code = 0, False
+    for fence in _FENCE.finditer(text):
+        piece = text[start : fence.start()]
+        parts.append(piece if in_code else _ATTRIBUTE_LIST.sub("", piece))
+        in_code, start = not in_code, fence.start()
+    rest = text[start:]
+    parts.append(rest if in_code else _ATTRIBUTE_LIST.sub("", rest))
+    return "".join(parts)
+
+
 class MarkdownPage:
     """One ExDoc .md page split into its top-level (h1) sections."""
 

@@ -17,11 +17,12 @@ import logging
 from collections import Counter
 from collections.abc import Mapping
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from hexlocal_core.cancel import checkpoint
 from hexlocal_core.errors import IngestError
 from hexlocal_core.ingest.exdoc_items import ItemBuilder
+from hexlocal_core.ingest.exdoc_md import without_attribute_lists
 from hexlocal_core.ingest.exdoc_search import (
     NAVIGATION_PAGES,
     SIDEBAR,
@@ -138,6 +139,8 @@ def parse_hexdocs(
         checkpoint()
         bad_arity += raw.type != "extras" and parse_ref(raw.ref).oversized_arity
         item, origin = builder.build(raw)
+        # Whichever file gave the text (the .md page, the search index's markdown, HTML)
+        item = evolve(item, markdown=without_attribute_lists(item.markdown))
         if _is_navigation(item):
             dropped += 1
             log.debug("dropped navigation-only item %s", item.ref)

@@ -487,3 +487,12 @@ def test_refs_titles_and_types_are_exdocs(otp27: Path, html27: Path, app: str) -
 )
 def test_otp_link(app: str, major: int, ref: str, url: str) -> None:
     assert otp_link(app, major)(ref) == url
+
+
+def test_kramdown_attribute_lists_are_not_left_in_the_text(otp27: Path) -> None:
+    # OTP's markdown anchors its options (`[](){: #new_2_read_concurrency }`) and classes
+    # its admonitions (`{: .warning}`): markup for ExDoc, noise for whoever reads the text
+    items = beam_items(otp27, "stdlib", APPS27, 27).items
+    assert not [i.ref for i in items if re.search(r"\{:\s*[.#][A-Za-z_]", i.markdown)]
+    new = by_ref(beam_items(otp27, "stdlib", APPS27, 27))["ets.html#new/2"].markdown
+    assert "{read_concurrency,boolean()}" in new  # the option itself stays
