@@ -64,11 +64,30 @@ class OwnApp:
 
 def project_top(project_root: Path) -> Path | None:
     """The folder whose `_build` holds the project's apps: an umbrella's root (beside the
-    lock), else the Mix project's."""
+    lock, or, before it has a lock, the one whose `apps_path` holds this app), else the
+    Mix project's."""
     lock = find_lock(project_root)
     if lock is not None and (lock.parent / "mix.exs").is_file():
         return lock.parent
-    return find_mix_root(project_root)
+    mix_root = find_mix_root(project_root)
+    if mix_root is None:
+        return None
+    return _umbrella_of(mix_root) or mix_root
+
+
+def _umbrella_of(app_root: Path) -> Path | None:
+    """The umbrella `apps/<app>` belongs to: the mix.exs two levels up, when its
+    `apps_path` names this app's folder (Mix builds a child into the umbrella's _build)."""
+    top = app_root.parent.parent
+    text = _read(top / "mix.exs")
+    umbrella = _APPS_PATH.search(text) if text else None
+    if umbrella is None:
+        return None
+    try:
+        same = (top / umbrella.group(1)).resolve() == app_root.parent.resolve()
+    except OSError:
+        return None
+    return top if same else None
 
 
 def own_app_names(top: Path) -> list[str]:

@@ -54,6 +54,20 @@ def test_an_umbrellas_apps_are_own_from_a_child_folder_too(tmp_path: Path) -> No
     assert names(tmp_path) == names(child) == ["core", "web"]
 
 
+def test_an_umbrella_without_a_lock_yet_is_found_from_a_child_folder(tmp_path: Path) -> None:
+    # `mix new --umbrella` and apps without deps: no mix.lock to lead to the umbrella root,
+    # and the child's own folder has no _build (Mix builds into the umbrella's)
+    (tmp_path / "mix.exs").write_text(UMBRELLA)
+    for app in ("billing", "web"):
+        compiled(tmp_path, app)
+        child = tmp_path / "apps" / app
+        child.mkdir(parents=True)
+        (child / "mix.exs").write_text(f"defmodule {app.title()}.MixProject do\nend\n")
+    assert names(tmp_path / "apps" / "web") == names(tmp_path) == ["billing", "web"]
+    (tmp_path / "mix.exs").write_text(SINGLE)  # not an umbrella: the child is on its own
+    assert names(tmp_path / "apps" / "web") == []
+
+
 def test_one_env_is_read_dev_first(tmp_path: Path) -> None:
     (tmp_path / "mix.exs").write_text(SINGLE)
     compiled(tmp_path, "shop", "0.2.0", env="test")
