@@ -27,7 +27,6 @@ from hexlocal_core.model import DocItem, Notice, sha256_text
 from hexlocal_core.notice_codes import NoticeCode
 
 GUIDES = "guides"  # the group of extras pages (README, guides, changelog)
-HEXDOCS_READER = "its HexDocs tarball"  # where a Hex package's versions are read from
 
 
 class ChangeKind(StrEnum):

@@ -18,8 +18,7 @@ parsed versions are cached as well, so a changed project costs only its own re-r
 
 from __future__ import annotations
 
-import logging
-from collections import OrderedDict
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,12 @@ from typing import Any
 from attrs import frozen
 
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
-from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app, otp_reader
+from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry, ReleaseRequirements
 from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diff import (
-    HEXDOCS_READER,
     ApiEntry,
     ChangeKind,
     _entry_key,
@@ -52,21 +50,18 @@ from hexlocal_core.usecases.upgrade_changelog import (
 )
 from hexlocal_core.usecases.upgrade_join import Affected, NotAffected, Texts, join
 from hexlocal_core.usecases.upgrade_usage import BeamReader, ProjectUses, project_uses
+from hexlocal_core.usecases.version_read import Lru, VersionReader
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,
     LockEntry,
-    explain_missing_docs,
     find_lock,
     find_mix_root,
     load_lock,
-    resolve_version,
     try_parse_version,
     validate_package_name,
 )
 from hexlocal_core.versions.terms import MalformedLock
-
-log = logging.getLogger("hexlocal.upgrade")
 
 DOCS_CACHE = 4  # parsed versions (a pair per question; ecto's texts are ~0.6 MB)
 REPORT_CACHE = 16
@@ -148,10 +143,10 @@ class VersionDocs:
     entries: tuple[ApiEntry, ...]
     texts: Texts
     changelog: tuple[ChangelogVersion, ...]
-    reader: str = HEXDOCS_READER  # where the docs were read from (diff.compared_changes)
+    reader: str  # where the docs were read from (diff.compared_changes)
 
 
-def read_version_docs(items: list[DocItem], reader: str = HEXDOCS_READER) -> VersionDocs:
+def read_version_docs(items: Sequence[DocItem], reader: str) -> VersionDocs:
     texts: dict[tuple[str, str], list[str]] = {}
     sections: list[tuple[str, str]] = []
     for item in items:
@@ -176,14 +171,12 @@ class UpgradeImpact:
         *,
         otp: OtpSource | None = None,
     ) -> None:
-        self._registry = registry
-        self._otp = otp
+        self._versions = VersionReader(registry, project_root, max_docs_bytes, otp)
         # hex.pm's release data, when the registry serves it (a mirror or a fake may not)
         self._releases = registry if isinstance(registry, ReleaseRequirements) else None
         self._project_root = project_root
-        self._max_bytes = max_docs_bytes
-        self._docs: OrderedDict[tuple[str, str], VersionDocs] = OrderedDict()
-        self._reports: OrderedDict[tuple[Any, ...], UpgradeReport] = OrderedDict()
+        self._docs: Lru[tuple[str, str], VersionDocs] = Lru(DOCS_CACHE)
+        self._reports: Lru[tuple[Any, ...], UpgradeReport] = Lru(REPORT_CACHE)
         self._beams = BeamReader()
 
     async def impact(
@@ -207,13 +200,9 @@ class UpgradeImpact:
         key = (name, old.version, new.version, usage.fingerprint)
         cached = self._reports.get(key)
         if cached is not None:
-            self._reports.move_to_end(key)
             return cached
         report = await self._report(name, old, new, before, after, usage, locked, notices)
-        self._reports[key] = report
-        while len(self._reports) > REPORT_CACHE:
-            self._reports.popitem(last=False)
-        return report
+        return self._reports.put(key, report)
 
     async def _report(
         self,
@@ -311,37 +300,16 @@ class UpgradeImpact:
         return await self._resolve(name, wanted or LATEST)
 
     async def _resolve(self, name: str, wanted: str | None) -> ResolvedVersion:
-        if self._otp is not None and is_otp_app(name):
-            return await self._otp.resolve(name, wanted)
-        return await resolve_version(
-            name, wanted, project_root=self._project_root, registry=self._registry
-        )
+        return await self._versions.resolve(name, wanted)
 
     async def _version_docs(self, resolved: ResolvedVersion) -> VersionDocs:
-        name, version = resolved.name, resolved.version
-        key = (name, version)
+        key = (resolved.name, resolved.version)
         cached = self._docs.get(key)
         if cached is not None:
-            self._docs.move_to_end(key)
             return cached
-        if resolved.source is VersionSource.OTP and self._otp is not None:
-            request = await self._otp.read(resolved)  # the install's beams, or the tarball
-            reader = otp_reader(request)
-            docs = await in_worker(lambda: read_version_docs(list(request.items), reader))
-            return self._kept(key, docs)
-        try:
-            data = await self._registry.fetch_docs(name, version)
-        except VersionNotFound as exc:
-            raise await explain_missing_docs(self._registry, name, version, exc) from None
-        max_bytes = self._max_bytes
-        docs = await in_worker(lambda: _parse(data, name, version, max_bytes))
-        return self._kept(key, docs)
-
-    def _kept(self, key: tuple[str, str], docs: VersionDocs) -> VersionDocs:
-        self._docs[key] = docs
-        while len(self._docs) > DOCS_CACHE:
-            self._docs.popitem(last=False)
-        return docs
+        read = await self._versions.read(resolved)
+        docs = await in_worker(lambda: read_version_docs(read.items, read.reader))
+        return self._docs.put(key, docs)
 
     async def _release_requirements(
         self, name: str, old: str, new: str, locked: dict[str, str]
@@ -362,16 +330,6 @@ class UpgradeImpact:
         except (VersionNotFound, PackageNotFound, RemoteError):
             before = None
         return from_releases(before, after, locked), ()
-
-
-def _parse(data: bytes, name: str, version: str, max_bytes: int) -> VersionDocs:
-    from hexlocal_core.ingest.hexdocs import parse_hexdocs
-    from hexlocal_core.ingest.tarball import read_docs_tarball
-
-    files = read_docs_tarball(data, max_bytes=max_bytes, package=name)
-    parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=None)
-    log.info("upgrade: read %s %s (%d items)", name, version, len(parsed.items))
-    return read_version_docs(list(parsed.items))
 
 
 def _lock_entries(project_root: Path) -> dict[str, LockEntry]:

@@ -1,30 +1,24 @@
-"""`diff_versions`, the use case: resolves both versions, reads each one's items (cached,
+"""`diff_versions`, the use case: resolves both versions, reads each one's items
+(`usecases.version_read`, as `upgrade_impact` reads them; each version's summary is kept,
 so paging through one diff downloads each tarball once per process), diffs them with the
 pure functions of `usecases.diff` and pages the answer.
-
-Hex packages are read from their HexDocs tarballs; an OTP application's versions are OTP
-releases, read by `OtpSource` (the install's beams or `.chunk` files, else the release's
-doc tarball), as `upgrade_impact` reads them.
 """
 
 from __future__ import annotations
 
-import logging
-from collections import OrderedDict
 from pathlib import Path
 
 from attrs import field, frozen
 
-from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
+from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError
 from hexlocal_core.index.seam import DocsStore
-from hexlocal_core.ingest.otp_source import OtpSource, docs_base, is_otp_app, otp_reader
+from hexlocal_core.ingest.otp_source import OtpSource
 from hexlocal_core.model import Notice, ResolvedVersion, VersionSource
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
 from hexlocal_core.screening import screen_values
 from hexlocal_core.threads import in_worker
 from hexlocal_core.usecases.diff import (
-    HEXDOCS_READER,
     ApiEntry,
     DiffSide,
     VersionDiff,
@@ -36,16 +30,13 @@ from hexlocal_core.usecases.diff import (
     readers_notice,
 )
 from hexlocal_core.usecases.locate import one_otp_app
+from hexlocal_core.usecases.version_read import Lru, VersionRead, VersionReader
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,
-    explain_missing_docs,
-    resolve_version,
     try_parse_version,
     validate_package_name,
 )
-
-log = logging.getLogger("hexlocal.diff")
 
 CACHE_VERSIONS = 8  # parsed versions kept per process (a summary is ~0.3 MB for ecto)
 # Versions the project runs: a default `from` taken from these needs no indexed copy.
@@ -62,7 +53,11 @@ _PROJECT_SOURCES = (
 class _Parsed:
     entries: tuple[ApiEntry, ...]
     base_url: str
-    reader: str = HEXDOCS_READER  # where the docs were read from (see compared_changes)
+    reader: str  # where the docs were read from (see compared_changes)
+
+    @classmethod
+    def of(cls, read: VersionRead) -> _Parsed:
+        return cls(api_entries(read.items), read.base_url, read.reader)
 
 
 @frozen
@@ -86,11 +81,8 @@ class VersionDiffer:
     ) -> None:
         self._store = store
         self._registry = registry
-        self._otp = otp
-        self._project_root = project_root
-        self._max_bytes = max_docs_bytes
-        self._cache: OrderedDict[tuple[str, str], _Parsed] = OrderedDict()
-        self._cache_size = cache_size
+        self._versions = VersionReader(registry, project_root, max_docs_bytes, otp)
+        self._cache: Lru[tuple[str, str], _Parsed] = Lru(cache_size)
 
     async def diff(
         self,
@@ -173,7 +165,7 @@ class VersionDiffer:
                 f"{name} ships with Elixir, so hex.pm lists no latest release of it; pass "
                 "the version to compare with, like 1.18.4"
             )
-        if wanted is None and self._reads_otp(name):
+        if wanted is None and self._versions.reads_otp(name):
             raise UserInputError(
                 f"{name} is an OTP application: pass the OTP release to compare with, like "
                 "OTP-27.3.4.1 (its docs come from that release's doc tarball when it is not "
@@ -181,18 +173,11 @@ class VersionDiffer:
             )
         return _Side(await self._resolve(name, wanted or LATEST))
 
-    def _reads_otp(self, name: str) -> bool:
-        return self._otp is not None and is_otp_app(name)
-
     async def _resolve(self, name: str, wanted: str | None) -> ResolvedVersion:
-        if self._otp is not None and is_otp_app(name):
-            return await self._otp.resolve(name, wanted)
-        return await resolve_version(
-            name, wanted, project_root=self._project_root, registry=self._registry
-        )
+        return await self._versions.resolve(name, wanted)
 
     async def _docs_html_url(self, name: str) -> str | None:
-        if name in ELIXIR_APPS or self._reads_otp(name):
+        if name in ELIXIR_APPS or self._versions.reads_otp(name):
             return None
         try:
             return (await self._registry.package_info(name)).docs_html_url
@@ -200,37 +185,12 @@ class VersionDiffer:
             return None
 
     async def _parsed(self, resolved: ResolvedVersion, docs_html_url: str | None) -> _Parsed:
-        name, version = resolved.name, resolved.version
-        key = (name, version)
+        key = (resolved.name, resolved.version)
         cached = self._cache.get(key)
         if cached is not None:
-            self._cache.move_to_end(key)
             return cached
-        if resolved.source is VersionSource.OTP and self._otp is not None:
-            parsed = await self._otp_parsed(resolved)
-        else:
-            try:
-                data = await self._registry.fetch_docs(name, version)
-            except VersionNotFound as exc:
-                raise await explain_missing_docs(self._registry, name, version, exc) from None
-            max_bytes = self._max_bytes
-            parsed = await in_worker(
-                lambda: _parse(
-                    data, name, version, max_bytes=max_bytes, docs_html_url=docs_html_url
-                )
-            )
-        self._cache[key] = parsed
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return parsed
-
-    async def _otp_parsed(self, resolved: ResolvedVersion) -> _Parsed:
-        assert self._otp is not None
-        request = await self._otp.read(resolved)  # the install's beams, or the doc tarball
-        entries = await in_worker(lambda: api_entries(request.items))
-        return _Parsed(
-            entries, docs_base(resolved.name, resolved.otp_release or ""), otp_reader(request)
-        )
+        read = await self._versions.read(resolved, docs_html_url)
+        return self._cache.put(key, await in_worker(lambda: _Parsed.of(read)))
 
 
 def _given(version: str | None) -> str | None:
@@ -244,15 +204,3 @@ def _same_version(a: str, b: str) -> bool:
 
 def _side(resolved: ResolvedVersion, base_url: str) -> DiffSide:
     return DiffSide(resolved.version, resolved.source.value, base_url)
-
-
-def _parse(
-    data: bytes, name: str, version: str, *, max_bytes: int, docs_html_url: str | None
-) -> _Parsed:
-    from hexlocal_core.ingest.hexdocs import hexdocs_base_url, parse_hexdocs
-    from hexlocal_core.ingest.tarball import read_docs_tarball
-
-    files = read_docs_tarball(data, max_bytes=max_bytes, package=name)
-    parsed = parse_hexdocs(files, package=name, version=version, docs_html_url=docs_html_url)
-    log.info("diff: read %s %s (%d items)", name, version, len(parsed.items))
-    return _Parsed(api_entries(parsed.items), hexdocs_base_url(name, version, docs_html_url))
