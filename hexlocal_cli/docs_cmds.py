@@ -410,10 +410,16 @@ def list_packages(as_json: bool) -> None:
     common.out().print(table)
 
 
+# What a package is when it is not a dependency (sync's `kind`): in place of its source,
+# which for these is always their beams.
+_KIND_LABELS = {"otp": "OTP", "elixir": "Elixir", "project": "own app"}
+
+
 def _list_detail(p: dict[str, Any]) -> str:
     """Where it came from and when, for an indexed package; else why it is not (yet)."""
     if p.get("ingested_at") and p.get("state") in ("indexed", None):
-        return f"{p.get('source')}, {_minute(p['ingested_at'])}"
+        origin = _KIND_LABELS.get(str(p.get("kind"))) or p.get("source")
+        return f"{origin}, {_minute(p['ingested_at'])}"
     if p.get("state") == "indexing" and p.get("chunks_total"):
         return f"{p.get('phase') or 'indexing'} {p.get('chunks_embedded', 0)}/{p['chunks_total']}"
     if p.get("state") == "outdated":

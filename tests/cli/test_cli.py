@@ -619,3 +619,14 @@ async def test_an_own_module_is_shown_by_its_source_file_and_line(cli_env: Path)
     # (the line the beam's Docs chunk records for it, as ExDoc's source links use it)
     assert "lib/my_app/limits.ex:4" in shown.stdout, shown.stdout
     assert "MyApp.Limits.html#allow?/1" not in shown.stdout
+
+
+def test_list_says_what_a_package_is_when_it_is_not_a_dependency() -> None:
+    from hexlocal_cli.docs_cmds import _list_detail
+
+    row = {"state": "indexed", "ingested_at": "2026-12-04T14:49:31+00:00", "source": "beam"}
+    assert _list_detail({**row, "kind": "otp"}) == "OTP, 2026-12-04 14:49"
+    assert _list_detail({**row, "kind": "elixir"}) == "Elixir, 2026-12-04 14:49"
+    assert _list_detail({**row, "kind": "project"}) == "own app, 2026-12-04 14:49"
+    hex_row = {**row, "kind": "hex", "source": "hexdocs"}
+    assert _list_detail(hex_row) == "hexdocs, 2026-12-04 14:49"  # a dependency: its source
