@@ -28,6 +28,8 @@ from hexlocal_core.usecases.local_sources import LocalSources
 from hexlocal_core.usecases.locate import OTP_ALIASES, Locator, OtpOwners
 
 OTP_PACKAGES = "Erlang/OTP"  # SearchResult.package of a search of every OTP app
+# What the vector arm's state makes of a ranking: nothing to an exact lookup's answer.
+_VECTOR_NOTICES = frozenset({NoticeCode.EMBEDDING_IN_PROGRESS, NoticeCode.KEYWORD_ONLY})
 
 
 class Docs:
@@ -102,7 +104,10 @@ class Docs:
         prepared = await self._ingestion.prepare(
             package, version, refresh=False, progress=progress, searchable=True
         )
-        prepared = evolve(prepared, notices=found + prepared.notices)
+        # An exact lookup reads no vectors: that they are still being made (or cannot be)
+        # says nothing about this answer, and would send an agent back to ask again.
+        kept = tuple(n for n in prepared.notices if n.code not in _VECTOR_NOTICES)
+        prepared = evolve(prepared, notices=found + kept)
         if prepared.waiting is not None:
             return waiting_result(prepared, prepared.waiting, identifier)
         hits = await self._engine.exact(prepared.name, ident)

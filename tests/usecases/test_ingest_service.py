@@ -379,6 +379,8 @@ async def test_a_search_answers_by_keyword_while_the_vectors_are_made(
         assert first.hits[0].fts_rank is not None  # the keyword arm answered
         exact = await service.get_docs("jason", "Jason.decode/2", version="1.4.4")
         assert exact.hits[0].ref == "Jason.html#decode/2"
+        # an exact lookup reads no vectors: nothing in its answer is waiting for them
+        assert not any(n.code == "embedding_in_progress" for n in exact.notices)
         (status,) = service.ingestion_status("jason")
         assert status.state == "running" and status.phase == "embedding"
         report, _ = await service.ingest("jason", "1.4.4")  # joins the running job
