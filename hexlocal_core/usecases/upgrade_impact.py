@@ -27,6 +27,7 @@ from attrs import frozen
 
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError, VersionNotFound
 from hexlocal_core.ingest.otp_source import OtpSource, is_otp_app
+from hexlocal_core.lru import Lru
 from hexlocal_core.model import DocItem, Notice, ResolvedVersion, VersionSource
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry, ReleaseRequirements
@@ -50,7 +51,7 @@ from hexlocal_core.usecases.upgrade_changelog import (
 )
 from hexlocal_core.usecases.upgrade_join import Affected, NotAffected, Texts, join
 from hexlocal_core.usecases.upgrade_usage import BeamReader, ProjectUses, project_uses
-from hexlocal_core.usecases.version_read import Lru, VersionReader
+from hexlocal_core.usecases.version_read import VersionReader
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,

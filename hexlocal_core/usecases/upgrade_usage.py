@@ -15,7 +15,6 @@ was recompiled.
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from hexlocal_core.ingest.beam_calls import ModuleCalls, read_beam_calls
 from hexlocal_core.ingest.beam_file import BeamSkipped, read_capped, real_path
 from hexlocal_core.ingest.elixir_source import SourceScan, scan_project, source_files
 from hexlocal_core.ingest.project_code import own_apps
+from hexlocal_core.lru import Lru
 from hexlocal_core.model import Notice
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.usecases.diff import GUIDES, ApiEntry
@@ -51,8 +51,7 @@ class BeamReader:
     """Reads beams, keeping each file's result while the file is unchanged."""
 
     def __init__(self, size: int = BEAM_CACHE) -> None:
-        self._cache: OrderedDict[FileKey, ModuleCalls | str] = OrderedDict()
-        self._size = size
+        self._cache: Lru[FileKey, ModuleCalls | str] = Lru(size)
 
     def read(
         self, ebins: Sequence[Path]
@@ -73,8 +72,7 @@ class BeamReader:
                 keys.append(key)
                 found = self._cache.get(key)
                 if found is None:
-                    found = self._read(path, root)
-                    self._remember(key, found)
+                    found = self._cache.put(key, self._read(path, root))
                 if isinstance(found, str):
                     skipped[found] = skipped.get(found, 0) + 1
                     continue
@@ -88,11 +86,6 @@ class BeamReader:
             return read_beam_calls(read_capped(path, MAX_BEAM_BYTES, root))
         except BeamSkipped as exc:
             return exc.reason
-
-    def _remember(self, key: FileKey, value: ModuleCalls | str) -> None:
-        self._cache[key] = value
-        while len(self._cache) > self._size:
-            self._cache.popitem(last=False)
 
 
 def _key(path: Path) -> FileKey:

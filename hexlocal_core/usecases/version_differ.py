@@ -13,6 +13,7 @@ from attrs import field, frozen
 from hexlocal_core.errors import PackageNotFound, RemoteError, UserInputError
 from hexlocal_core.index.seam import DocsStore
 from hexlocal_core.ingest.otp_source import OtpSource
+from hexlocal_core.lru import Lru
 from hexlocal_core.model import Notice, ResolvedVersion, VersionSource
 from hexlocal_core.notice_codes import NoticeCode
 from hexlocal_core.ports import HexRegistry
@@ -30,7 +31,7 @@ from hexlocal_core.usecases.diff import (
     readers_notice,
 )
 from hexlocal_core.usecases.locate import one_otp_app
-from hexlocal_core.usecases.version_read import Lru, VersionRead, VersionReader
+from hexlocal_core.usecases.version_read import VersionRead, VersionReader
 from hexlocal_core.versions import (
     ELIXIR_APPS,
     LATEST,

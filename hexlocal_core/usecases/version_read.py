@@ -4,16 +4,13 @@
 An OTP application's versions are OTP releases, read by `OtpSource` (the install's beams
 or `.chunk` files, else the release's doc tarball); any other package's come from its
 HexDocs tarball, parsed in memory. Nothing is embedded or written. Each use case keeps its
-own summary of the items (`Lru`), never the items themselves.
+own summary of the items (`lru.Lru`), never the items themselves.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
-from collections.abc import Hashable
 from pathlib import Path
-from typing import Generic, TypeVar
 
 from attrs import frozen
 
@@ -27,30 +24,6 @@ from hexlocal_core.versions import explain_missing_docs, resolve_version
 log = logging.getLogger("hexlocal.versions")
 
 HEXDOCS_READER = "its HexDocs tarball"  # where a Hex package's versions are read from
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class Lru(Generic[K, V]):
-    """At most `size` values, the least recently used dropped first."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._values: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        value = self._values.get(key)
-        if value is not None:
-            self._values.move_to_end(key)
-        return value
-
-    def put(self, key: K, value: V) -> V:
-        self._values[key] = value
-        self._values.move_to_end(key)
-        while len(self._values) > self._size:
-            self._values.popitem(last=False)
-        return value
 
 
 @frozen

@@ -19,13 +19,13 @@ import stat
 import threading
 import time
 import types
-from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from attrs import field, frozen
 
+from hexlocal_core.lru import Lru
 from hexlocal_core.model import Atom, LockEntry
 from hexlocal_core.untrusted import NotReadable, TooLarge, clip, read_regular, shown
 from hexlocal_core.versions.terms import BigNumber, LockTooLarge, MalformedLock, parse_elixir_term
@@ -187,7 +187,7 @@ def _plain(value: Any) -> Any:
 
 _Key = tuple[str, int, int, int, int, int]
 _Outcome = LockFile | tuple[type[MalformedLock], str]
-_cache: OrderedDict[_Key, _Outcome] = OrderedDict()
+_cache: Lru[_Key, _Outcome] = Lru(CACHE_SIZE)
 _cache_guard = threading.Lock()  # lookups run on the event loop and in worker threads
 
 
@@ -208,8 +208,6 @@ def load_lock(path: Path) -> LockFile:
     key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     with _cache_guard:
         outcome = _cache.get(key)
-        if outcome is not None:
-            _cache.move_to_end(key)
     if outcome is None:
         outcome = _parse_file(path)
         if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > RACY_WINDOW_NS:
@@ -248,7 +246,4 @@ def _too_large(path: Path, size: int) -> LockTooLarge:
 
 def _remember(key: _Key, outcome: _Outcome) -> None:
     with _cache_guard:
-        _cache[key] = outcome
-        _cache.move_to_end(key)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+        _cache.put(key, outcome)
