@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from attrs import asdict, evolve, frozen
 
@@ -275,21 +275,41 @@ def diff_entries(old: Sequence[ApiEntry], new: Sequence[ApiEntry]) -> tuple[Chan
     return tuple(sorted(_fold_whole_modules(changes), key=_order))
 
 
+class ReadEntries(Protocol):
+    """One version as a comparison reads it: its entries and where they were read from."""
+
+    @property
+    def entries(self) -> tuple[ApiEntry, ...]: ...
+
+    @property
+    def reader(self) -> str: ...
+
+
 def compared_changes(
-    old: Sequence[ApiEntry], new: Sequence[ApiEntry], *, same_reader: bool = True
-) -> tuple[Change, ...]:
-    """`diff_entries`, or, when the two versions were read from different sources (an OTP
-    install's beams against a release's doc tarball), what both readers can agree on.
+    name: str, old: tuple[str, ReadEntries], new: tuple[str, ReadEntries]
+) -> tuple[tuple[Change, ...], tuple[Notice, ...]]:
+    """The changes from one (version, read) to the other, and what the answer must say
+    about them: `diff_entries`, or, when the two were read from different sources (an OTP
+    install's beams against a release's doc tarball), what both readers can agree on, with
+    a notice saying so.
 
     The readers render the same docs differently (the tarball's HTML has specs on top,
     links as URLs, guides, and entries for undocumented types; the beams have none of
     these), so across readers docs text and guides are not compared, and only entries
     with docs of their own count as added or removed.
     """
-    if same_reader:
-        return diff_entries(old, new)
-    changes = diff_entries(_api_documented(old), _api_documented(new))
-    return tuple(kept for c in changes if (kept := _without_docs_kind(c)) is not None)
+    (old_version, before), (new_version, after) = old, new
+    if before.reader == after.reader:
+        return diff_entries(before.entries, after.entries), ()
+    changes = diff_entries(_api_documented(before.entries), _api_documented(after.entries))
+    notice = Notice(
+        NoticeCode.READERS_DIFFER,
+        f"{name} {old_version} was read from {before.reader} and {new_version} from "
+        f"{after.reader}: their texts differ in form, so only the API is compared (entries "
+        "with docs added, removed, deprecated or re-signed), not docs text or guides",
+    )
+    kept = tuple(k for c in changes if (k := _without_docs_kind(c)) is not None)
+    return kept, (notice,)
 
 
 def _api_documented(entries: Sequence[ApiEntry]) -> list[ApiEntry]:
@@ -303,15 +323,6 @@ def _without_docs_kind(change: Change) -> Change | None:
         return None
     also = tuple(k for k in change.also if k != ChangeKind.DOCS_CHANGED)
     return evolve(change, also=also)
-
-
-def readers_notice(name: str, old: str, old_reader: str, new: str, new_reader: str) -> Notice:
-    return Notice(
-        NoticeCode.READERS_DIFFER,
-        f"{name} {old} was read from {old_reader} and {new} from {new_reader}: their texts "
-        "differ in form, so only the API is compared (entries with docs added, removed, "
-        "deprecated or re-signed), not docs text or guides",
-    )
 
 
 def count_kinds(changes: Iterable[Change]) -> dict[str, int]:

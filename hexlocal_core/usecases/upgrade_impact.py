@@ -38,7 +38,6 @@ from hexlocal_core.usecases.diff import (
     _entry_key,
     api_entries,
     compared_changes,
-    readers_notice,
 )
 from hexlocal_core.usecases.locate import one_otp_app
 from hexlocal_core.usecases.upgrade_changelog import (
@@ -217,14 +216,12 @@ class UpgradeImpact:
         notices: tuple[Notice, ...],
     ) -> UpgradeReport:
         same = _same(old.version, new.version)
-        same_reader = before.reader == after.reader
-        if not same_reader:
-            notices += (
-                readers_notice(name, old.version, before.reader, new.version, after.reader),
-            )
-        changes = (
-            () if same else compared_changes(before.entries, after.entries, same_reader=same_reader)
+        changes, said = (
+            ((), ())
+            if same
+            else compared_changes(name, (old.version, before), (new.version, after))
         )
+        notices += said
         affected, spared = join(
             changes,
             before.entries,

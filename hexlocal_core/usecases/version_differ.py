@@ -28,7 +28,6 @@ from hexlocal_core.usecases.diff import (
     compared_changes,
     count_kinds,
     page_changes,
-    readers_notice,
 )
 from hexlocal_core.usecases.locate import one_otp_app
 from hexlocal_core.usecases.version_read import VersionRead, VersionReader
@@ -114,16 +113,14 @@ class VersionDiffer:
                     "compare (FROM TO)",
                 ),
             )
-        same_reader = before.reader == after.reader
-        if not same_reader:
-            notices += (
-                readers_notice(
-                    name, old.resolved.version, before.reader, new.resolved.version, after.reader
-                ),
+        changes, said = (
+            ((), ())
+            if same
+            else compared_changes(
+                name, (old.resolved.version, before), (new.resolved.version, after)
             )
-        changes = (
-            () if same else compared_changes(before.entries, after.entries, same_reader=same_reader)
         )
+        notices += said
         page, flagged = screen_values(
             page_changes(changes, kind=kind, limit=limit, offset=offset),
             ("name", "from_signature", "to_signature", "deprecated"),
